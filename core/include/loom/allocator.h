@@ -1,0 +1,56 @@
+#pragma once
+// A caching allocator per device. Freed blocks go back to a free list of their
+// size class instead of to the system, so a training step that repeats the same
+// shapes makes no new system allocations after its first run.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "loom/device.h"
+
+namespace loom {
+
+struct AllocatorStats {
+  size_t bytes_in_use = 0;        // size-class bytes handed out and not yet freed
+  size_t peak_bytes_in_use = 0;   // high-water mark of bytes_in_use
+  size_t bytes_cached = 0;        // bytes held in free lists, ready for reuse
+  uint64_t system_allocations = 0;  // calls that reached the system allocator
+  uint64_t allocations = 0;       // all allocate() calls
+  uint64_t cache_hits = 0;        // allocate() calls served from a free list
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) = 0;
+  virtual AllocatorStats stats() const = 0;
+  virtual void reset_peak() = 0;
+  virtual void empty_cache() = 0;  // return every cached block to the system
+};
+
+// Size classes: four steps per power of two (at most 25% waste), in multiples of 64 bytes.
+size_t allocator_size_class(size_t bytes);
+
+// The caching policy, shared by every device; a device supplies the raw calls.
+class CachingAllocator : public Allocator {
+ public:
+  void* allocate(size_t bytes) override;
+  void deallocate(void* ptr, size_t bytes) override;
+  AllocatorStats stats() const override;
+  void reset_peak() override;
+  void empty_cache() override;
+
+ protected:
+  virtual void* system_allocate(size_t bytes) = 0;
+  virtual void system_free(void* ptr) = 0;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> free_lists_;
+  AllocatorStats stats_;
+};
+
+}  // namespace loom

@@ -1,0 +1,170 @@
+#pragma once
+// Define-by-run reverse-mode autograd. Each op on tensors that require grad
+// records a Node holding what its backward needs; backward() walks the nodes in
+// reverse topological order (iteratively: no recursion, any depth).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "loom/tensor.h"
+
+namespace loom {
+
+// ---- grad mode ----
+bool grad_enabled();
+void set_grad_enabled(bool enabled);
+
+// Turns recording off in a scope (inference, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : previous_(grad_enabled()) { set_grad_enabled(true); }
+  ~EnableGradGuard() { set_grad_enabled(previous_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// ---- anomaly mode ----
+// When on, every op checks its output (forward) and every backward its gradients
+// for NaN/Inf, and throws an Error naming the op and the user's source line.
+bool anomaly_enabled();
+void set_anomaly_enabled(bool enabled);
+class AnomalyGuard {
+ public:
+  explicit AnomalyGuard(bool enabled = true) : previous_(anomaly_enabled()) { set_anomaly_enabled(enabled); }
+  ~AnomalyGuard() { set_anomaly_enabled(previous_); }
+  AnomalyGuard(const AnomalyGuard&) = delete;
+  AnomalyGuard& operator=(const AnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// The user's source line for the op being called. Public ops take a
+// `std::source_location where = std::source_location::current()` parameter and
+// open a CallSite; nested calls (a composite op calling primitives) keep the
+// outermost, i.e. the user's, line.
+class CallSite {
+ public:
+  explicit CallSite(const std::source_location& where);
+  ~CallSite();
+  CallSite(const CallSite&) = delete;
+  CallSite& operator=(const CallSite&) = delete;
+  static std::source_location current();
+
+ private:
+  bool outermost_;
+};
+using SourceLocation = std::source_location;
+
+// ---- graph nodes ----
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::f32;
+  Device device = kCPU;
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  virtual ~Node() = default;
+  // Gradients for each input (one per entry of `next`), given the gradient of the output.
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  // Frees saved tensors after a backward pass without retain_graph.
+  virtual void release() {}
+  virtual bool is_accumulator() const { return false; }
+
+  std::string name;
+  std::vector<std::shared_ptr<Node>> next;  // null where that input needs no gradient
+  std::vector<TensorMeta> inputs;           // shapes the gradients must have
+  TensorMeta output;
+  std::source_location where;               // the user code that recorded this node
+  uint64_t sequence = 0;                    // creation order: later nodes run first
+  std::vector<TensorHook> hooks;            // hooks of the (non-leaf) output tensor
+  std::weak_ptr<TensorImpl> retained_output;  // set by retain_grad()
+};
+
+// Accumulates into a leaf's .grad.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf);
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  bool is_accumulator() const override { return true; }
+  std::weak_ptr<TensorImpl> leaf;
+};
+
+// What a backward formula sees: the op's output (reconstructed on demand so the
+// node does not own its own output: no reference cycle) and which inputs need grads.
+class BackwardContext {
+ public:
+  BackwardContext(class FunctionNode& node) : node_(node) {}
+  Tensor out() const;
+  bool needs(size_t input) const;
+  const Shape& input_shape(size_t input) const;
+
+ private:
+  FunctionNode& node_;
+};
+
+using BackwardFn = std::function<std::vector<Tensor>(BackwardContext&, const Tensor& grad)>;
+
+class FunctionNode final : public Node {
+ public:
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  void release() override;
+
+  BackwardFn backward;
+  std::shared_ptr<TensorImpl> saved_output;  // output metadata + storage, no grad_fn
+  bool released = false;
+};
+
+// Records `output = name(inputs...)` with its backward formula when grad mode is
+// on and an input requires grad; otherwise just returns output. The backward
+// lambda captures the inputs it needs by value and may ask the context for the output.
+Tensor record(std::string_view name, std::initializer_list<Tensor> inputs, Tensor output,
+              BackwardFn backward);
+Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor output,
+              BackwardFn backward);
+
+// Gradient edge of a tensor: its grad_fn, or for a trainable leaf its AccumulateGrad.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+// ---- running backward ----
+// d(outputs)/d(inputs), without touching .grad (like torch.autograd.grad).
+// grad_outputs may be empty for scalar outputs. Unused inputs give an undefined
+// tensor when allow_unused, an error otherwise.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool create_graph = false, bool allow_unused = false);
+
+// The engine's only arithmetic: summing two gradients, and giving a leaf's
+// .grad its own dense memory (a gradient may arrive as a stride-0 expanded view).
+// ops/ provides both (core stays below ops); set once at load time.
+using GradientAdder = Tensor (*)(const Tensor&, const Tensor&);
+using GradientDensifier = Tensor (*)(const Tensor&);
+void set_gradient_functions(GradientAdder add, GradientDensifier contiguous);
+Tensor add_gradients(const Tensor& a, const Tensor& b);
+Tensor dense_gradient(const Tensor& g);
+
+// Throws if t has a NaN or Inf (used by anomaly mode); `what` starts the message.
+bool has_non_finite(const Tensor& t);
+
+// DOT text of the graph behind `root`, for Graphviz.
+std::string graph_dot(const Tensor& root);
+
+}  // namespace loom

@@ -1,0 +1,88 @@
+#pragma once
+// Element types. float32 trains, float64 checks gradients, int32/int64 index,
+// boolean holds masks and comparison results (one byte per element).
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#include "loom/error.h"
+
+namespace loom {
+
+enum class DType : uint8_t { f32, f64, i32, i64, b8 };
+
+inline constexpr DType f32 = DType::f32;
+inline constexpr DType f64 = DType::f64;
+inline constexpr DType i32 = DType::i32;
+inline constexpr DType i64 = DType::i64;
+inline constexpr DType b8 = DType::b8;
+
+constexpr size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::b8: return 1;
+  }
+  return 0;
+}
+
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::b8: return "bool";
+  }
+  return "?";
+}
+
+constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64; }
+
+template <typename T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<bool>() { return DType::b8; }
+
+template <typename T> struct TypeTag { using type = T; };
+
+// Runs fn(TypeTag<T>{}) for the C++ type behind `t`: dtype dispatch happens once
+// per op call, never per element. `op` names the caller in the error message.
+template <typename Fn>
+decltype(auto) dispatch_all(DType t, std::string_view op, Fn&& fn) {
+  switch (t) {
+    case DType::f32: return fn(TypeTag<float>{});
+    case DType::f64: return fn(TypeTag<double>{});
+    case DType::i32: return fn(TypeTag<int32_t>{});
+    case DType::i64: return fn(TypeTag<int64_t>{});
+    case DType::b8: return fn(TypeTag<bool>{});
+  }
+  fail("{}: unknown dtype", op);
+}
+
+template <typename Fn>
+decltype(auto) dispatch_floating(DType t, std::string_view op, Fn&& fn) {
+  switch (t) {
+    case DType::f32: return fn(TypeTag<float>{});
+    case DType::f64: return fn(TypeTag<double>{});
+    default: fail("{}: expected a floating dtype (float32 or float64), got {}", op, dtype_name(t));
+  }
+}
+
+// Numeric types (no bool): arithmetic on ints is allowed, on bool it is not.
+template <typename Fn>
+decltype(auto) dispatch_numeric(DType t, std::string_view op, Fn&& fn) {
+  switch (t) {
+    case DType::f32: return fn(TypeTag<float>{});
+    case DType::f64: return fn(TypeTag<double>{});
+    case DType::i32: return fn(TypeTag<int32_t>{});
+    case DType::i64: return fn(TypeTag<int64_t>{});
+    default: fail("{}: expected a numeric dtype, got {}", op, dtype_name(t));
+  }
+}
+
+}  // namespace loom

@@ -1,0 +1,162 @@
+#pragma once
+// Tensor: a cheap handle (one shared_ptr) to shared storage plus shape, strides
+// and offset. Copying a Tensor copies the handle; views share the storage.
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "loom/device.h"
+#include "loom/dtype.h"
+#include "loom/error.h"
+#include "loom/storage.h"
+
+namespace loom {
+
+using Shape = std::vector<int64_t>;
+
+class Node;
+class Tensor;
+using TensorHook = std::function<Tensor(const Tensor&)>;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;       // in elements
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::f32;
+
+  // Autograd: a leaf has no grad_fn; requires_grad marks the leaves we train.
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;
+  std::shared_ptr<TensorImpl> grad;
+  std::weak_ptr<Node> grad_accumulator;  // a leaf's AccumulateGrad node, made on first use
+  std::vector<TensorHook> hooks;         // a leaf's hooks (a non-leaf keeps them on grad_fn)
+  std::string name;                      // optional, shown in graph exports
+};
+
+struct TensorOptions {
+  DType dtype = DType::f32;
+  Device device = kCPU;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // A new tensor with fresh, uninitialized contiguous storage.
+  static Tensor empty(const Shape& shape, TensorOptions options = {});
+  // A view of existing storage (no autograd recording: ops/ wraps this).
+  static Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().sizes; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t dim() const { return static_cast<int64_t>(impl().sizes.size()); }
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t offset() const { return impl().offset; }
+  int64_t numel() const;
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return impl().storage; }
+  // Address of element 0 of this view.
+  void* raw_data() const;
+  template <typename T> T* data() const {
+    LOOM_CHECK(dtype_of<T>() == dtype(), "data<{}>(): tensor has dtype {}", dtype_name(dtype_of<T>()),
+               dtype_name(dtype()));
+    return static_cast<T*>(raw_data());
+  }
+  // The value of a one-element tensor, converted to T.
+  template <typename T> T item() const;
+  // All elements in logical (row-major) order, converted to T.
+  template <typename T> std::vector<T> to_vector() const;
+
+  // ---- autograd ----
+  bool requires_grad() const;
+  // Marks a leaf as trainable; an error on a non-leaf (its flag comes from its inputs).
+  Tensor& requires_grad_(bool enabled = true);
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
+  // The gradient accumulated by backward(); undefined before the first backward.
+  Tensor grad() const;
+  void set_grad(const Tensor& grad);
+  // Reverse-mode pass from this tensor. A non-scalar needs an explicit seed gradient.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false, bool create_graph = false) const;
+  // Keep .grad on a non-leaf tensor too.
+  void retain_grad();
+  // Same storage, cut off from the graph.
+  Tensor detach() const;
+  // hook(grad) sees the gradient flowing into this tensor; returning a defined
+  // tensor replaces it. Returns the hook's index.
+  size_t register_hook(TensorHook hook);
+  Tensor& set_name(std::string name) { impl().name = std::move(name); return *this; }
+  const std::string& name() const { return impl().name; }
+
+  // ---- methods implemented by ops/ (loom::loom links both) ----
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor sum(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor mean(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+
+  std::string str() const;  // PyTorch-like printout
+  TensorImpl& impl() const {
+    LOOM_CHECK(impl_ != nullptr, "tensor: use of an undefined tensor");
+    return *impl_;
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Row-major strides for a shape.
+Shape contiguous_strides(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+// Wraps a possibly negative dim into [0, ndim); error names the op.
+int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op);
+
+// Element `linear` (row-major logical index) of an arbitrary strided view.
+int64_t strided_offset(int64_t linear, const Shape& sizes, const Shape& strides);
+
+// Tensors from host values.
+Tensor tensor(std::initializer_list<double> values, DType dtype = DType::f32);
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype = DType::f32);
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options = {});
+
+std::string format_tensor(const Tensor& t);
+
+// Raw copy of a contiguous tensor's bytes to another device (no autograd; the
+// differentiable version is Tensor::to(Device) in ops/).
+Tensor transfer(const Tensor& t, Device device);
+
+}  // namespace loom
+
+template <>
+struct fmt::formatter<loom::Tensor> : fmt::formatter<std::string> {
+  auto format(const loom::Tensor& t, format_context& ctx) const {
+    return fmt::formatter<std::string>::format(loom::format_tensor(t), ctx);
+  }
+};

@@ -1,0 +1,370 @@
+#include "loom/autograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace loom {
+
+// ---- modes ----
+namespace {
+thread_local bool tls_grad_enabled = true;
+std::atomic<bool> g_anomaly{false};
+thread_local int tls_callsite_depth = 0;
+thread_local std::source_location tls_callsite;
+std::atomic<uint64_t> g_sequence{0};
+GradientAdder g_adder = nullptr;
+GradientDensifier g_densifier = nullptr;
+}  // namespace
+
+bool grad_enabled() { return tls_grad_enabled; }
+void set_grad_enabled(bool enabled) { tls_grad_enabled = enabled; }
+bool anomaly_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
+void set_anomaly_enabled(bool enabled) { g_anomaly = enabled; }
+
+CallSite::CallSite(const std::source_location& where) : outermost_(tls_callsite_depth == 0) {
+  if (outermost_) tls_callsite = where;
+  ++tls_callsite_depth;
+}
+CallSite::~CallSite() { --tls_callsite_depth; }
+std::source_location CallSite::current() { return tls_callsite; }
+
+void set_gradient_functions(GradientAdder add, GradientDensifier contiguous) {
+  g_adder = add;
+  g_densifier = contiguous;
+}
+Tensor add_gradients(const Tensor& a, const Tensor& b) {
+  LOOM_CHECK(g_adder != nullptr, "autograd: no gradient functions registered (link loom_ops)");
+  return g_adder(a, b);
+}
+Tensor dense_gradient(const Tensor& g) {
+  LOOM_CHECK(g_densifier != nullptr, "autograd: no gradient functions registered (link loom_ops)");
+  return g_densifier(g);
+}
+
+bool has_non_finite(const Tensor& t) {
+  if (!is_floating(t.dtype()) || !t.device().is_cpu()) return false;
+  bool bad = false;
+  dispatch_floating(t.dtype(), "anomaly", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (T v : t.to_vector<T>())
+      if (!std::isfinite(v)) { bad = true; break; }
+  });
+  return bad;
+}
+
+static std::string where_text(const std::source_location& loc) {
+  if (loc.line() == 0) return "an unknown location";
+  return fmt::format("{}:{} ({})", loc.file_name(), loc.line(), loc.function_name());
+}
+
+// ---- nodes ----
+AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf_impl) : leaf(leaf_impl) {
+  name = "AccumulateGrad";
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  auto impl = leaf.lock();
+  if (!impl) return {};
+  Tensor leaf_tensor(impl);
+  Tensor existing = leaf_tensor.grad();
+  if (!existing.defined()) {
+    // .grad gets dense memory of its own, since an optimizer updates it in place:
+    // the incoming gradient is stolen only when nothing else can see it
+    // (add's backward hands the same tensor to both inputs, expand gives stride 0).
+    const auto& storage = grad_output.storage();
+    bool sole_owner = grad_output.impl_ptr().use_count() == 1 && storage.use_count() == 1 &&
+                      grad_output.is_contiguous() &&
+                      static_cast<size_t>(grad_output.numel()) * dtype_size(grad_output.dtype()) == storage->nbytes();
+    Tensor g = sole_owner ? grad_output : dense_gradient(grad_output);
+    impl->grad = grad_enabled() ? g.impl_ptr() : g.detach().impl_ptr();
+  } else {
+    Tensor sum = add_gradients(existing, grad_output);
+    impl->grad = sum.impl_ptr();
+  }
+  return {};
+}
+
+Tensor BackwardContext::out() const {
+  LOOM_CHECK(node_.saved_output != nullptr,
+             "{}: backward needs the output, which was freed by an earlier backward; pass "
+             "retain_graph=true to the first backward",
+             node_.name);
+  auto impl = std::make_shared<TensorImpl>(*node_.saved_output);
+  impl->grad_fn = node_.shared_from_this();
+  return Tensor(std::move(impl));
+}
+
+bool BackwardContext::needs(size_t input) const { return node_.next.at(input) != nullptr; }
+const Shape& BackwardContext::input_shape(size_t input) const { return node_.inputs.at(input).shape; }
+
+std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
+  LOOM_CHECK(!released,
+             "{}: trying to backward through the graph a second time (its saved tensors were freed); "
+             "pass retain_graph=true to the first backward",
+             name);
+  BackwardContext ctx(*this);
+  return backward(ctx, grad_output);
+}
+
+void FunctionNode::release() {
+  backward = nullptr;
+  saved_output.reset();
+  released = true;
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.requires_grad()) return nullptr;
+  if (t.grad_fn()) return t.grad_fn();
+  auto& impl = t.impl();
+  if (auto existing = impl.grad_accumulator.lock()) return existing;
+  auto acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  acc->sequence = g_sequence++;
+  acc->output = {t.shape(), t.dtype(), t.device()};
+  acc->name = "AccumulateGrad";
+  impl.grad_accumulator = acc;
+  return acc;
+}
+
+Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn backward) {
+  if (anomaly_enabled() && has_non_finite(output))
+    fail("anomaly: {} produced NaN or Inf in its forward output (shape {}), called from {}", name,
+         output.shape(), where_text(CallSite::current()));
+  if (!grad_enabled()) return output;
+  bool any = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  if (!any) return output;
+  auto node = std::make_shared<FunctionNode>();
+  node->name = std::string(name);
+  node->sequence = g_sequence++;
+  node->where = CallSite::current();
+  node->backward = std::move(backward);
+  for (const Tensor& in : inputs) {
+    node->next.push_back(in.defined() ? gradient_edge(in) : nullptr);
+    node->inputs.push_back(in.defined() ? TensorMeta{in.shape(), in.dtype(), in.device()} : TensorMeta{});
+  }
+  node->output = {output.shape(), output.dtype(), output.device()};
+  // The saved copy shares storage and metadata but not grad_fn: no cycle.
+  node->saved_output = std::make_shared<TensorImpl>(output.impl());
+  node->saved_output->grad_fn = nullptr;
+  node->saved_output->grad = nullptr;
+  node->saved_output->hooks.clear();
+  output.impl().grad_fn = node;
+  output.impl().requires_grad = false;
+  return output;
+}
+
+Tensor record(std::string_view name, std::initializer_list<Tensor> inputs, Tensor output, BackwardFn backward) {
+  return record(name, std::vector<Tensor>(inputs), std::move(output), std::move(backward));
+}
+
+// ---- the engine ----
+namespace {
+
+Tensor run_hooks(const std::vector<TensorHook>& hooks, Tensor grad) {
+  for (const auto& hook : hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  return grad;
+}
+
+struct Engine {
+  bool create_graph = false;
+  bool retain_graph = false;
+  // Capture mode (grad()): targets are nodes whose incoming gradient we return.
+  std::unordered_map<Node*, size_t> targets;
+  std::vector<Tensor> captured;
+
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_set<Node*> needed;
+  std::unordered_map<Node*, Tensor> buffers;
+
+  void collect(const std::vector<std::shared_ptr<Node>>& roots) {
+    // Iterative post-order DFS: discovers the graph and, in capture mode, which
+    // nodes lie on a path to a target (only those are worth running).
+    std::unordered_set<Node*> seen;
+    std::vector<std::pair<Node*, size_t>> stack;
+    for (const auto& root : roots) {
+      if (!root || !seen.insert(root.get()).second) continue;
+      stack.push_back({root.get(), 0});
+      while (!stack.empty()) {
+        auto& [node, child] = stack.back();
+        if (child < node->next.size()) {
+          Node* next = node->next[child++].get();
+          if (next && seen.insert(next).second) stack.push_back({next, 0});
+          continue;
+        }
+        bool is_needed = targets.empty() ? true : targets.count(node) > 0;
+        if (!is_needed)
+          for (const auto& n : node->next)
+            if (n && needed.count(n.get())) { is_needed = true; break; }
+        if (is_needed) needed.insert(node);
+        stack.pop_back();
+      }
+    }
+    for (Node* node : needed)
+      for (const auto& n : node->next)
+        if (n && needed.count(n.get())) dependencies[n.get()]++;
+  }
+
+  void accumulate(Node* node, const Tensor& grad) {
+    auto& slot = buffers[node];
+    slot = slot.defined() ? add_gradients(slot, grad) : grad;
+  }
+
+  void run(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& seeds) {
+    collect(roots);
+    for (size_t i = 0; i < roots.size(); ++i)
+      if (roots[i] && needed.count(roots[i].get())) accumulate(roots[i].get(), seeds[i]);
+    auto later_first = [](Node* a, Node* b) { return a->sequence < b->sequence; };
+    std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
+    std::unordered_set<Node*> queued;
+    for (const auto& root : roots)
+      if (root && needed.count(root.get()) && dependencies[root.get()] == 0 && queued.insert(root.get()).second)
+        ready.push(root.get());
+
+    while (!ready.empty()) {
+      Node* node = ready.top();
+      ready.pop();
+      Tensor grad = buffers[node];
+      buffers.erase(node);
+      grad = run_hooks(node->hooks, grad);
+      if (auto* acc = dynamic_cast<AccumulateGrad*>(node)) {
+        if (auto impl = acc->leaf.lock()) grad = run_hooks(impl->hooks, grad);
+      }
+      if (auto retained = node->retained_output.lock())
+        retained->grad = create_graph ? grad.impl_ptr() : grad.detach().impl_ptr();
+      auto target = targets.find(node);
+      if (target != targets.end()) captured[target->second] = grad;
+      if (node->is_accumulator()) {
+        if (targets.empty()) node->apply(grad);
+        continue;
+      }
+      if (target != targets.end() && !has_needed_child(node)) continue;
+
+      std::vector<Tensor> grads = node->apply(grad);
+      LOOM_CHECK(grads.size() == node->next.size(), "{}: backward returned {} gradients for {} inputs",
+                 node->name, grads.size(), node->next.size());
+      for (size_t i = 0; i < grads.size(); ++i) {
+        Node* next = node->next[i].get();
+        if (!next || !needed.count(next)) continue;
+        const Tensor& g = grads[i];
+        LOOM_CHECK(g.defined(), "{}: backward returned no gradient for input {}, which needs one", node->name, i);
+        LOOM_CHECK(g.shape() == node->inputs[i].shape,
+                   "{}: backward returned a gradient of shape {} for input {} of shape {}", node->name,
+                   g.shape(), i, node->inputs[i].shape);
+        if (anomaly_enabled() && has_non_finite(g))
+          fail("anomaly: the backward of {} produced NaN or Inf in the gradient of input {} (shape {}); "
+               "the op was called from {}",
+               node->name, i, g.shape(), where_text(node->where));
+        accumulate(next, g);
+        if (--dependencies[next] == 0 && queued.insert(next).second) ready.push(next);
+      }
+      if (!retain_graph) node->release();
+    }
+  }
+
+  bool has_needed_child(Node* node) const {
+    for (const auto& n : node->next)
+      if (n && needed.count(n.get())) return true;
+    return false;
+  }
+};
+
+}  // namespace
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool create_graph,
+                         bool allow_unused) {
+  LOOM_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
+             "grad: {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size());
+  Engine engine;
+  engine.create_graph = create_graph;
+  engine.retain_graph = retain_graph || create_graph;
+  std::vector<std::shared_ptr<Node>> roots;
+  std::vector<Tensor> seeds;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    LOOM_CHECK(out.requires_grad(), "grad: output {} does not require grad", i);
+    Tensor seed = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!seed.defined()) {
+      LOOM_CHECK(out.numel() == 1, "grad: output {} has shape {}; a non-scalar output needs a grad_output", i,
+                 out.shape());
+      // The engine owns no arithmetic; build the 1 through ops' adder-free path.
+      seed = Tensor::empty(out.shape(), {out.dtype(), out.device()});
+      dispatch_floating(out.dtype(), "grad", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        *seed.template data<T>() = T(1);
+      });
+    }
+    LOOM_CHECK(seed.shape() == out.shape() && seed.dtype() == out.dtype() && seed.device() == out.device(),
+               "grad: seed gradient {} {} {} does not match output {} {} {}", seed.shape(),
+               dtype_name(seed.dtype()), seed.device(), out.shape(), dtype_name(out.dtype()), out.device());
+    roots.push_back(gradient_edge(out));
+    seeds.push_back(seed);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    LOOM_CHECK(inputs[i].requires_grad(), "grad: input {} does not require grad", i);
+    engine.targets[gradient_edge(inputs[i]).get()] = i;
+  }
+  engine.captured.resize(inputs.size());
+
+  if (create_graph) {
+    EnableGradGuard guard;
+    engine.run(roots, seeds);
+  } else {
+    NoGradGuard guard;
+    engine.run(roots, seeds);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    LOOM_CHECK(allow_unused || engine.captured[i].defined(),
+               "grad: input {} (shape {}) was not used to compute the outputs; pass allow_unused=true", i,
+               inputs[i].shape());
+  return engine.captured;
+}
+
+// ---- graph export ----
+std::string graph_dot(const Tensor& root) {
+  std::string out = "digraph loom {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n";
+  if (!root.requires_grad()) return out + "}\n";
+  std::unordered_map<Node*, int> ids;
+  std::vector<Node*> stack;
+  auto id_of = [&](Node* n) {
+    auto [it, inserted] = ids.emplace(n, static_cast<int>(ids.size()));
+    if (inserted) stack.push_back(n);
+    return it->second;
+  };
+  auto root_node = gradient_edge(root);
+  int root_id = id_of(root_node.get());
+  out += fmt::format("  out [label=\"{}\\n{} {}\", shape=ellipse];\n  out -> n{};\n",
+                     root.name().empty() ? "output" : root.name(), root.shape(), dtype_name(root.dtype()), root_id);
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    std::string label;
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
+      auto leaf = acc->leaf.lock();
+      std::string leaf_name = leaf && !leaf->name.empty() ? leaf->name : "leaf";
+      label = fmt::format("{} (requires grad)\\n{} {}", leaf_name, n->output.shape, dtype_name(n->output.dtype));
+      out += fmt::format("  n{} [label=\"{}\", style=filled, fillcolor=lightblue];\n", ids[n], label);
+    } else {
+      label = fmt::format("{}\\n{} {}", n->name, n->output.shape, dtype_name(n->output.dtype));
+      out += fmt::format("  n{} [label=\"{}\"];\n", ids[n], label);
+    }
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      if (!n->next[i]) {
+        out += fmt::format("  c{}_{} [label=\"constant\\n{}\", shape=plaintext];\n  n{} -> c{}_{} [style=dashed];\n",
+                           ids[n], i, n->inputs[i].shape, ids[n], ids[n], i);
+        continue;
+      }
+      int child = id_of(n->next[i].get());
+      out += fmt::format("  n{} -> n{};\n", ids[n], child);
+    }
+  }
+  return out + "}\n";
+}
+
+}  // namespace loom

@@ -1,0 +1,77 @@
+#pragma once
+// The op registry: one registration per op gives the whole test matrix
+// (gradcheck, gradgradcheck, non-contiguous and broadcast variants, fused vs
+// composed, fast vs reference kernel), run by tests/ and `loom gradcheck`.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loom/tensor.h"
+
+namespace loom {
+
+using OpArgs = std::vector<Tensor>;
+using OpCall = std::function<Tensor(const OpArgs&)>;
+
+// Where sample values are drawn. Non-smooth ops declare their kinks this way so
+// finite differences never straddle one.
+enum class Domain {
+  any,             // uniform in [-2, 2]
+  positive,        // uniform in [0.5, 2] (log, sqrt, pow with fractional exponents)
+  away_from_zero,  // |x| in [0.25, 2], random sign (relu, abs: kink at 0)
+  unit,            // uniform in [-0.9, 0.9] (atanh-like domains)
+};
+
+struct InputSpec {
+  Shape shape;
+  Domain domain = Domain::any;
+  // Integer inputs (indices) are drawn uniformly from [0, high) and never differentiated.
+  DType dtype = DType::f64;
+  int64_t high = 0;
+  // A floating input that is not differentiated (e.g. a mask).
+  bool differentiable = true;
+};
+
+struct Sample {
+  std::vector<InputSpec> inputs;
+  // How to call the op on this sample (attributes such as dims live here);
+  // empty means the op's default call.
+  OpCall call;
+  std::string label;  // shown in reports, e.g. "dims={1} keepdim"
+  // The composition of a fused op for this sample's attributes (else OpInfo::composed).
+  OpCall composed;
+};
+
+struct OpInfo {
+  std::string name;
+  OpCall call;                  // default call: the op applied to the sample's inputs
+  std::vector<Sample> samples;
+  OpCall composed;              // a fused op's composition from simpler ops, if any
+  bool differentiable = true;   // false: forward-only checks
+  bool gradgrad = true;         // run gradgradcheck (false only with a stated reason)
+  bool variants = true;         // run non-contiguous and broadcast variants
+  std::string note;             // e.g. why gradgrad is off
+};
+
+// Shorthands for the common sample shapes.
+inline Sample unary_sample(Shape shape, Domain domain = Domain::any, std::string label = "") {
+  return {{{std::move(shape), domain}}, {}, std::move(label)};
+}
+inline Sample binary_sample(Shape a, Shape b, Domain domain = Domain::any, std::string label = "") {
+  return {{{std::move(a), domain}, {std::move(b), domain}}, {}, std::move(label)};
+}
+
+void register_op(OpInfo info);
+const std::vector<OpInfo>& registered_ops();
+const OpInfo* find_op(const std::string& name);
+
+struct Registrar {
+  Registrar(OpInfo info) { register_op(std::move(info)); }
+};
+
+// LOOM_OP(exp){ .name = "exp", .call = ..., .samples = {...} };
+#define LOOM_OP_CONCAT2(a, b) a##b
+#define LOOM_OP_CONCAT(a, b) LOOM_OP_CONCAT2(a, b)
+#define LOOM_OP(id) static const ::loom::Registrar LOOM_OP_CONCAT(loom_op_registrar_, id) = ::loom::OpInfo
+
+}  // namespace loom

@@ -1,0 +1,29 @@
+// add(a, b) = a + b, broadcasting.      da = g,  db = g  (each summed back to its shape)
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor add(const Tensor& a, const Tensor& b, Where where) {
+  CallSite site(where);
+  Tensor out = detail::binary_numeric<fn::Add>("add", a, b);
+  return record("add", {a, b}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads {
+    return {c.needs(0) ? sum_to(g, c.input_shape(0)) : Tensor(), c.needs(1) ? sum_to(g, c.input_shape(1)) : Tensor()};
+  });
+}
+
+// The autograd engine sums gradients with this op (core cannot depend on ops).
+static const bool gradient_functions_registered = [] {
+  set_gradient_functions([](const Tensor& a, const Tensor& b) { return add(a, b); },
+                         [](const Tensor& g) { return clone(g); });
+  return true;
+}();
+
+LOOM_OP(add){
+    .name = "add",
+    .call = [](const OpArgs& x) { return add(x[0], x[1]); },
+    .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
+                binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast"),
+                binary_sample({3, 4}, {}, Domain::any, "0-d")},
+};
+
+}  // namespace loom

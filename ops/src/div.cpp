@@ -1,0 +1,24 @@
+// div(a, b) = a / b, broadcasting.      da = g / b,  db = -g * a / b^2 = -g * out / b
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor div(const Tensor& a, const Tensor& b, Where where) {
+  CallSite site(where);
+  Tensor out = detail::binary_numeric<fn::Div>("div", a, b);
+  return record("div", {a, b}, out, [b](BackwardContext& c, const Tensor& g) -> detail::Grads {
+    Tensor ga = div(g, b);
+    return {c.needs(0) ? sum_to(ga, c.input_shape(0)) : Tensor(),
+            c.needs(1) ? sum_to(neg(mul(ga, c.out())), c.input_shape(1)) : Tensor()};
+  });
+}
+
+LOOM_OP(div){
+    .name = "div",
+    .call = [](const OpArgs& x) { return div(x[0], x[1]); },
+    .samples = {binary_sample({4, 7}, {4, 7}, Domain::away_from_zero),
+                binary_sample({4, 7}, {7}, Domain::away_from_zero, "row broadcast"),
+                binary_sample({2, 1, 5}, {3, 1}, Domain::away_from_zero, "both broadcast")},
+};
+
+}  // namespace loom

@@ -1,0 +1,64 @@
+#pragma once
+// Shared plumbing for elementwise ops: argument checks, output allocation and
+// dtype dispatch, then the loop engine (fast) or the plain loop (reference).
+#include "loom/autograd.h"
+#include "loom/kernels/functors.h"
+#include "loom/kernels/loops.h"
+#include "loom/ops.h"
+#include "loom/registry.h"
+
+namespace loom::detail {
+
+using Grads = std::vector<Tensor>;
+
+// Ops on CPU only until cuda/ registers kernels; the error says so plainly.
+inline void require_cpu(std::string_view op, const Tensor& t) {
+  LOOM_CHECK(t.device().is_cpu(), "{}: no kernel for device {} in this build", op, t.device());
+}
+
+// Both operands on one device and of one dtype: loom never casts silently.
+inline void check_same_kind(std::string_view op, const Tensor& a, const Tensor& b) {
+  LOOM_CHECK(a.device() == b.device(), "{}: operands are on different devices ({} and {})", op, a.device(),
+             b.device());
+  LOOM_CHECK(a.dtype() == b.dtype(), "{}: operands have different dtypes ({} and {}); cast one with to_dtype", op,
+             dtype_name(a.dtype()), dtype_name(b.dtype()));
+}
+
+template <typename F, typename Dispatch>
+Tensor unary_map(std::string_view op, const Tensor& x, F f, Dispatch dispatch) {
+  require_cpu(op, x);
+  Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
+  dispatch(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (kernel_mode() == KernelMode::reference) kernels::reference_unary<T, T>(out, x, f);
+    else kernels::unary_loop<T, T>(out, x, f);
+  });
+  return out;
+}
+
+// Floating unary math (exp, log, tanh...).
+template <typename F>
+Tensor unary_float(std::string_view op, const Tensor& x, F f = {}) {
+  return unary_map(op, x, f, [](DType t, std::string_view name, auto&& fn) { dispatch_floating(t, name, fn); });
+}
+// Numeric unary math (neg, relu...), ints included.
+template <typename F>
+Tensor unary_numeric(std::string_view op, const Tensor& x, F f = {}) {
+  return unary_map(op, x, f, [](DType t, std::string_view name, auto&& fn) { dispatch_numeric(t, name, fn); });
+}
+
+template <typename F>
+Tensor binary_numeric(std::string_view op, const Tensor& a, const Tensor& b, F f = {}) {
+  check_same_kind(op, a, b);
+  require_cpu(op, a);
+  Shape shape = kernels::broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = Tensor::empty(shape, {a.dtype(), a.device()});
+  dispatch_numeric(a.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (kernel_mode() == KernelMode::reference) kernels::reference_binary<T, T>(out, a, b, f);
+    else kernels::binary_loop<T, T>(out, a, b, f);
+  });
+  return out;
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,18 @@
+// exp(x) = e^x                          dx = g * e^x = g * out
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor exp(const Tensor& x, Where where) {
+  CallSite site(where);
+  Tensor out = detail::unary_float<fn::Exp>("exp", x);
+  return record("exp", {x}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {mul(g, c.out())}; });
+}
+
+LOOM_OP(exp){
+    .name = "exp",
+    .call = [](const OpArgs& x) { return exp(x[0]); },
+    .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
+};
+
+}  // namespace loom

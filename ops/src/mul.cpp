@@ -1,0 +1,23 @@
+// mul(a, b) = a * b, broadcasting.      da = g * b,  db = g * a
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor mul(const Tensor& a, const Tensor& b, Where where) {
+  CallSite site(where);
+  Tensor out = detail::binary_numeric<fn::Mul>("mul", a, b);
+  return record("mul", {a, b}, out, [a, b](BackwardContext& c, const Tensor& g) -> detail::Grads {
+    return {c.needs(0) ? sum_to(mul(g, b), c.input_shape(0)) : Tensor(),
+            c.needs(1) ? sum_to(mul(g, a), c.input_shape(1)) : Tensor()};
+  });
+}
+
+LOOM_OP(mul){
+    .name = "mul",
+    .call = [](const OpArgs& x) { return mul(x[0], x[1]); },
+    .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
+                binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast"),
+                binary_sample({3, 4}, {}, Domain::any, "0-d")},
+};
+
+}  // namespace loom

@@ -1,0 +1,18 @@
+// neg(x) = -x                           dx = -g
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor neg(const Tensor& x, Where where) {
+  CallSite site(where);
+  Tensor out = detail::unary_numeric<fn::Neg>("neg", x);
+  return record("neg", {x}, out, [](BackwardContext&, const Tensor& g) -> detail::Grads { return {neg(g)}; });
+}
+
+LOOM_OP(neg){
+    .name = "neg",
+    .call = [](const OpArgs& x) { return neg(x[0]); },
+    .samples = {unary_sample({4, 7}), unary_sample({}, Domain::any, "0-d")},
+};
+
+}  // namespace loom

@@ -1,0 +1,36 @@
+// squeeze(x, dim) removes a size-1 dim; unsqueeze(x, dim) inserts one.
+// Composites of view: their gradients come from view's.
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor squeeze(const Tensor& x, int64_t dim, Where where) {
+  CallSite site(where);
+  int64_t d = wrap_dim(dim, x.dim(), "squeeze");
+  if (x.shape()[d] != 1) return x;  // as in PyTorch: squeezing a non-1 dim is a no-op
+  Shape shape = x.shape();
+  shape.erase(shape.begin() + d);
+  return view(x, shape);
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim, Where where) {
+  CallSite site(where);
+  int64_t d = wrap_dim(dim, x.dim() + 1, "unsqueeze");
+  Shape shape = x.shape();
+  shape.insert(shape.begin() + d, 1);
+  return view(x, shape);
+}
+
+LOOM_OP(squeeze){
+    .name = "squeeze",
+    .call = [](const OpArgs& x) { return squeeze(x[0], 1); },
+    .samples = {unary_sample({3, 1, 4}, Domain::any, "dim=1")},
+};
+
+LOOM_OP(unsqueeze){
+    .name = "unsqueeze",
+    .call = [](const OpArgs& x) { return unsqueeze(x[0], -1); },
+    .samples = {unary_sample({3, 4}, Domain::any, "dim=-1")},
+};
+
+}  // namespace loom

@@ -1,0 +1,22 @@
+// sub(a, b) = a - b, broadcasting.      da = g,  db = -g
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor sub(const Tensor& a, const Tensor& b, Where where) {
+  CallSite site(where);
+  Tensor out = detail::binary_numeric<fn::Sub>("sub", a, b);
+  return record("sub", {a, b}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads {
+    return {c.needs(0) ? sum_to(g, c.input_shape(0)) : Tensor(),
+            c.needs(1) ? sum_to(neg(g), c.input_shape(1)) : Tensor()};
+  });
+}
+
+LOOM_OP(sub){
+    .name = "sub",
+    .call = [](const OpArgs& x) { return sub(x[0], x[1]); },
+    .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
+                binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast")},
+};
+
+}  // namespace loom

@@ -1,0 +1,9 @@
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace loom::tools {
+
+// Each subcommand adds itself to the app and returns the code to exit with.
+void add_gradcheck_command(CLI::App& app, int& exit_code);
+
+}  // namespace loom::tools
