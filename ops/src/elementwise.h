@@ -47,18 +47,47 @@ Tensor unary_numeric(std::string_view op, const Tensor& x, F f = {}) {
   return unary_map(op, x, f, [](DType t, std::string_view name, auto&& fn) { dispatch_numeric(t, name, fn); });
 }
 
-template <typename F>
-Tensor binary_numeric(std::string_view op, const Tensor& a, const Tensor& b, F f = {}) {
+template <typename F, typename Dispatch>
+Tensor binary_map(std::string_view op, const Tensor& a, const Tensor& b, F f, Dispatch dispatch) {
   check_same_kind(op, a, b);
   require_cpu(op, a);
   Shape shape = kernels::broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = Tensor::empty(shape, {a.dtype(), a.device()});
-  dispatch_numeric(a.dtype(), op, [&](auto tag) {
+  dispatch(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (kernel_mode() == KernelMode::reference) kernels::reference_binary<T, T>(out, a, b, f);
     else kernels::binary_loop<T, T>(out, a, b, f);
   });
   return out;
 }
+
+// Numeric binary math (add, mul, maximum...), ints included.
+template <typename F>
+Tensor binary_numeric(std::string_view op, const Tensor& a, const Tensor& b, F f = {}) {
+  return binary_map(op, a, b, f, [](DType t, std::string_view name, auto&& fn) { dispatch_numeric(t, name, fn); });
+}
+// Floating binary math (gelu_backward, sigmoid_backward...).
+template <typename F>
+Tensor binary_float(std::string_view op, const Tensor& a, const Tensor& b, F f = {}) {
+  return binary_map(op, a, b, f, [](DType t, std::string_view name, auto&& fn) { dispatch_floating(t, name, fn); });
+}
+
+// Comparisons (eq, lt...): operands of one dtype (bool included), a bool result.
+template <typename F>
+Tensor binary_compare(std::string_view op, const Tensor& a, const Tensor& b, F f = {}) {
+  check_same_kind(op, a, b);
+  require_cpu(op, a);
+  Shape shape = kernels::broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = Tensor::empty(shape, {DType::b8, a.device()});
+  dispatch_all(a.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (kernel_mode() == KernelMode::reference) kernels::reference_binary<T, bool>(out, a, b, f);
+    else kernels::binary_loop<T, bool>(out, a, b, f);
+  });
+  return out;
+}
+
+// A 0-d tensor holding `value` with t's dtype and device (for scalars in backward formulas).
+inline Tensor constant_like(const Tensor& t, double value) { return scalar_tensor(value, {t.dtype(), t.device()}); }
 
 }  // namespace loom::detail

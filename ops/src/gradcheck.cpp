@@ -163,7 +163,10 @@ uint64_t name_seed(const std::string& name, size_t index) {
 // Values for one input spec, drawn from Philox: the same on every machine.
 Tensor draw(const InputSpec& spec, Generator& gen) {
   if (!is_floating(spec.dtype)) {
+    // Integers from [0, high); bools the same way with high = 2 (0 -> false, 1 -> true).
     LOOM_CHECK(spec.high > 0, "make_inputs: integer input needs a positive `high`");
+    LOOM_CHECK(spec.dtype != DType::b8 || spec.high == 2, "make_inputs: a bool input needs high = 2, got {}",
+               spec.high);
     Tensor u = rand(spec.shape, {DType::f64}, gen, 0.0, static_cast<double>(spec.high));
     Tensor ids = Tensor::empty(spec.shape, {spec.dtype});
     auto values = u.to_vector<double>();

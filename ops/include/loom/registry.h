@@ -25,7 +25,8 @@ enum class Domain {
 struct InputSpec {
   Shape shape;
   Domain domain = Domain::any;
-  // Integer inputs (indices) are drawn uniformly from [0, high) and never differentiated.
+  // Integer inputs (indices) are drawn uniformly from [0, high) and never differentiated;
+  // bool inputs (masks, conditions) likewise with high = 2: {b8_shape, Domain::any, DType::b8, 2, false}.
   DType dtype = DType::f64;
   int64_t high = 0;
   // A floating input that is not differentiated (e.g. a mask).

@@ -157,6 +157,40 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   });
 }
 
+// out = f(c, a, b) elementwise with broadcasting (where): the condition has its
+// own element type C; out has the broadcast shape of all three.
+template <typename C, typename In, typename Out, typename F>
+void ternary_loop(const Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b, F f) {
+  Out* po = static_cast<Out*>(out.storage()->data());
+  const C* pc = static_cast<const C*>(c.storage()->data());
+  const In* pa = static_cast<const In*>(a.storage()->data());
+  const In* pb = static_cast<const In*>(b.storage()->data());
+  Loop<4> loop = make_loop<4>(out.shape(), {out.strides(), broadcast_strides(c, out.shape()),
+                                            broadcast_strides(a, out.shape()), broadcast_strides(b, out.shape())});
+  loop.offsets = {out.offset(), c.offset(), a.offset(), b.offset()};
+  parallel_for_each_segment(loop, [&](int64_t n, const std::array<int64_t, 4>& off, const std::array<int64_t, 4>& st) {
+    Out* o = po + off[0];
+    const C* k = pc + off[1];
+    const In* x = pa + off[2];
+    const In* y = pb + off[3];
+    if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(k[i], x[i], y[i]);
+    } else if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 0) {
+      // where(cond, g, 0): the shape of every where/masked_fill backward.
+      const In yv = *y;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(k[i], x[i], yv);
+    } else if (st[0] == 1 && st[1] == 1 && st[2] == 0 && st[3] == 1) {
+      const In xv = *x;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(k[i], xv, y[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(k[i * st[1]], x[i * st[2]], y[i * st[3]]);
+    }
+  });
+}
+
 // ---- reference kernels: one plain loop over logical indices, no tricks ----
 template <typename In, typename Out, typename F>
 void reference_unary(const Tensor& out, const Tensor& a, F f) {
@@ -175,6 +209,20 @@ void reference_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) 
   for (int64_t i = 0; i < out.numel(); ++i)
     o[strided_offset(i, out.shape(), out.strides())] =
         f(x[strided_offset(i, out.shape(), sa)], y[strided_offset(i, out.shape(), sb)]);
+}
+
+template <typename C, typename In, typename Out, typename F>
+void reference_ternary(const Tensor& out, const Tensor& c, const Tensor& a, const Tensor& b, F f) {
+  Shape sc = broadcast_strides(c, out.shape()), sa = broadcast_strides(a, out.shape()),
+        sb = broadcast_strides(b, out.shape());
+  Out* o = static_cast<Out*>(out.storage()->data()) + out.offset();
+  const C* k = static_cast<const C*>(c.storage()->data()) + c.offset();
+  const In* x = static_cast<const In*>(a.storage()->data()) + a.offset();
+  const In* y = static_cast<const In*>(b.storage()->data()) + b.offset();
+  for (int64_t i = 0; i < out.numel(); ++i)
+    o[strided_offset(i, out.shape(), out.strides())] =
+        f(k[strided_offset(i, out.shape(), sc)], x[strided_offset(i, out.shape(), sa)],
+          y[strided_offset(i, out.shape(), sb)]);
 }
 
 }  // namespace loom::kernels
