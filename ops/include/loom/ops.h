@@ -97,3 +97,5 @@ Tensor operator/(double a, const Operand& b);
 Tensor operator-(const Tensor& x);
 
 }  // namespace loom
+
+#include "loom/ops/elementwise.h"

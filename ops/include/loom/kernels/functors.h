@@ -2,6 +2,7 @@
 // The math of elementwise ops, written once as small functors callable from host
 // and device code: the CPU kernels run exactly the arithmetic CUDA will run.
 #include <cmath>
+#include <type_traits>
 
 #include "loom/hostdevice.h"
 
@@ -29,6 +30,89 @@ struct PowScalar {
     return static_cast<T>(pow(a, static_cast<T>(exponent)));
   }
 };
+
+// ---- sqrt, rsqrt, abs, sigmoid, gelu, clamp ----
+struct Sqrt { template <typename T> LOOM_HD T operator()(T a) const { using std::sqrt; return sqrt(a); } };
+struct Rsqrt { template <typename T> LOOM_HD T operator()(T a) const { using std::sqrt; return T(1) / sqrt(a); } };
+struct Abs { template <typename T> LOOM_HD T operator()(T a) const { using std::abs; return abs(a); } };
+// -1, 0 or 1: the derivative of abs (taken as 0 at the kink, like PyTorch).
+struct Sign {
+  template <typename T> LOOM_HD T operator()(T a) const { return a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)); }
+};
+// 1 / (1 + e^-x); for very negative x, e^-x overflows to inf and the result is
+// exactly 0, so no special case is needed.
+struct Sigmoid {
+  template <typename T> LOOM_HD T operator()(T a) const { using std::exp; return T(1) / (T(1) + exp(-a)); }
+};
+// g * y * (1 - y) from y = sigmoid(x): the derivative of sigmoid in terms of its output.
+struct SigmoidBackward { template <typename T> LOOM_HD T operator()(T y, T g) const { return g * y * (T(1) - y); } };
+
+// gelu(x) = x * Phi(x), Phi the standard normal CDF = (1 + erf(x / sqrt 2)) / 2
+// (the exact form, PyTorch's default approximate='none').
+inline constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+struct Gelu {
+  template <typename T> LOOM_HD T operator()(T x) const {
+    using std::erf;
+    return T(0.5) * x * (T(1) + erf(x * T(kSqrtHalf)));
+  }
+};
+// g * gelu'(x) = g * (Phi(x) + x * phi(x)), phi the standard normal density.
+struct GeluBackward {
+  template <typename T> LOOM_HD T operator()(T x, T g) const {
+    using std::erf;
+    using std::exp;
+    T cdf = T(0.5) * (T(1) + erf(x * T(kSqrtHalf)));
+    T pdf = T(kInvSqrt2Pi) * exp(T(-0.5) * x * x);
+    return g * (cdf + x * pdf);
+  }
+};
+
+// min(max(x, lo), hi); NaN passes through (both comparisons are false).
+struct Clamp {
+  double lo, hi;
+  template <typename T> LOOM_HD T operator()(T a) const {
+    T l = static_cast<T>(lo), h = static_cast<T>(hi);
+    T t = a < l ? l : a;
+    return t > h ? h : t;
+  }
+};
+// 1 where lo <= x <= hi (the gradient passes), else 0: PyTorch's convention at the bounds.
+struct ClampMask {
+  double lo, hi;
+  template <typename T> LOOM_HD T operator()(T a) const {
+    // `&`, not `&&`: no short-circuit branch, so the loop vectorizes.
+    return ((a >= static_cast<T>(lo)) & (a <= static_cast<T>(hi))) ? T(1) : T(0);
+  }
+};
+
+// ---- maximum, minimum: NaN propagates, like PyTorch ----
+template <typename T> LOOM_HD bool is_nan(T a) {
+  if constexpr (std::is_floating_point_v<T>) return a != a;
+  else return false;
+}
+struct Maximum { template <typename T> LOOM_HD T operator()(T a, T b) const { return (a > b || is_nan(a)) ? a : b; } };
+struct Minimum { template <typename T> LOOM_HD T operator()(T a, T b) const { return (a < b || is_nan(a)) ? a : b; } };
+// a's share of the gradient of maximum(a, b): 1 where a wins, 1/2 on a tie
+// (split evenly, like PyTorch), 0 where b wins. b's share is MaximumShare(b, a).
+struct MaximumShare {
+  template <typename T> LOOM_HD T operator()(T a, T b) const { return a > b ? T(1) : (a == b ? T(0.5) : T(0)); }
+};
+struct MinimumShare {
+  template <typename T> LOOM_HD T operator()(T a, T b) const { return a < b ? T(1) : (a == b ? T(0.5) : T(0)); }
+};
+
+// ---- comparisons: bool results ----
+struct Eq { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a == b; } };
+struct Ne { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a != b; } };
+struct Lt { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a < b; } };
+struct Le { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a <= b; } };
+struct Gt { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a > b; } };
+struct Ge { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a >= b; } };
+
+// cond ? a : b (where, masked_fill). The condition is any integral type: CPU
+// kernels read bool storage as uint8_t, which the compiler vectorizes (bool it won't).
+struct Select { template <typename C, typename T> LOOM_HD T operator()(C c, T a, T b) const { return c ? a : b; } };
 
 // Conversion between dtypes.
 template <typename To> struct Cast {

@@ -1,0 +1,32 @@
+// abs(x) = |x|                          dx = g * sign(x)   (kink at 0: samples avoid it)
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor abs(const Tensor& x, Where where) {
+  CallSite site(where);
+  Tensor out = detail::unary_numeric<fn::Abs>("abs", x);
+  return record("abs", {x}, out, [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {mul(g, sign(x))}; });
+}
+
+// sign(x) in {-1, 0, 1}: piecewise constant, so its gradient is zero everywhere it exists.
+Tensor sign(const Tensor& x, Where where) {
+  CallSite site(where);
+  return detail::unary_numeric<fn::Sign>("sign", x);
+}
+
+LOOM_OP(abs){
+    .name = "abs",
+    .call = [](const OpArgs& x) { return abs(x[0]); },
+    .samples = {unary_sample({4, 7}, Domain::away_from_zero), unary_sample({2, 3, 5}, Domain::away_from_zero),
+                unary_sample({}, Domain::away_from_zero, "0-d")},
+};
+
+LOOM_OP(sign){
+    .name = "sign",
+    .call = [](const OpArgs& x) { return sign(x[0]); },
+    .samples = {unary_sample({4, 7}, Domain::away_from_zero)},
+    .differentiable = false,
+};
+
+}  // namespace loom

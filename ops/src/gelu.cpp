@@ -1,0 +1,48 @@
+// gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2))     (exact form, PyTorch's default)
+//                                       dx = g * (Phi(x) + x * phi(x)),  phi(x) = e^(-x^2/2) / sqrt(2 pi)
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor gelu(const Tensor& x, Where where) {
+  CallSite site(where);
+  Tensor out = detail::unary_float<fn::Gelu>("gelu", x);
+  return record("gelu", {x}, out,
+                [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {gelu_backward(x, g)}; });
+}
+
+// gelu_backward(x, g) = g * gelu'(x): one fused kernel for the backward pass,
+// itself differentiable (double backward):
+//   d/dx = g * gelu''(x) = g * phi(x) * (2 - x^2)     (phi' = -x phi)
+//   d/dg = gelu'(x) = gelu_backward(x, 1)
+// The second derivative is rarely on a hot path, so it is composed from ops.
+Tensor gelu_backward(const Tensor& x, const Tensor& grad, Where where) {
+  CallSite site(where);
+  Tensor out = detail::binary_float<fn::GeluBackward>("gelu_backward", x, grad);
+  return record("gelu_backward", {x, grad}, out, [x, grad](BackwardContext& c, const Tensor& g) -> detail::Grads {
+    Tensor gx, gg;
+    if (c.needs(0)) {
+      Tensor x2 = mul(x, x);
+      Tensor pdf = mul(exp(mul(x2, detail::constant_like(x, -0.5))), detail::constant_like(x, fn::kInvSqrt2Pi));
+      Tensor second = mul(pdf, sub(detail::constant_like(x, 2.0), x2));
+      gx = sum_to(mul(mul(g, grad), second), c.input_shape(0));
+    }
+    if (c.needs(1)) gg = sum_to(gelu_backward(x, g), c.input_shape(1));
+    return {gx, gg};
+  });
+}
+
+LOOM_OP(gelu){
+    .name = "gelu",
+    .call = [](const OpArgs& x) { return gelu(x[0]); },
+    .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
+};
+
+LOOM_OP(gelu_backward){
+    .name = "gelu_backward",
+    .call = [](const OpArgs& x) { return gelu_backward(x[0], x[1]); },
+    .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
+                binary_sample({3, 1}, {2, 1, 5}, Domain::any, "both broadcast")},
+};
+
+}  // namespace loom

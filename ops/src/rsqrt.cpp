@@ -1,0 +1,21 @@
+// rsqrt(x) = x^(-1/2)                   dx = g * (-1/2) x^(-3/2) = -g * out^3 / 2
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor rsqrt(const Tensor& x, Where where) {
+  CallSite site(where);
+  Tensor out = detail::unary_float<fn::Rsqrt>("rsqrt", x);
+  return record("rsqrt", {x}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads {
+    return {mul(g, mul(pow(c.out(), 3.0), detail::constant_like(g, -0.5)))};
+  });
+}
+
+LOOM_OP(rsqrt){
+    .name = "rsqrt",
+    .call = [](const OpArgs& x) { return rsqrt(x[0]); },
+    .samples = {unary_sample({4, 7}, Domain::positive), unary_sample({2, 3, 5}, Domain::positive),
+                unary_sample({}, Domain::positive, "0-d")},
+};
+
+}  // namespace loom
