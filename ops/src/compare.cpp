@@ -1,0 +1,45 @@
+// eq, ne, lt, le, gt, ge(a, b): elementwise comparisons, broadcasting, bool results.
+// Piecewise constant with a bool output, so there is no gradient: nothing is recorded.
+// Six ops of one shape share this file; each has its own functor in kernels/functors.h.
+#include "elementwise.h"
+
+namespace loom {
+
+namespace {
+template <typename F>
+Tensor compare(std::string_view op, const Tensor& a, const Tensor& b, Where where) {
+  CallSite site(where);
+  return detail::binary_compare<F>(op, a, b);
+}
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Eq>("eq", a, b, where); }
+Tensor ne(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Ne>("ne", a, b, where); }
+Tensor lt(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Lt>("lt", a, b, where); }
+Tensor le(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Le>("le", a, b, where); }
+Tensor gt(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Gt>("gt", a, b, where); }
+Tensor ge(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Ge>("ge", a, b, where); }
+
+// Forward-only checks (fast vs reference kernel, non-contiguous inputs). Random
+// floats are almost never equal, so one sample draws small integers: many ties.
+static std::vector<Sample> compare_samples() {
+  return {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
+          binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast"),
+          {{{{4, 7}, Domain::any, DType::i64, 3}, {{7}, Domain::any, DType::i64, 3}}, {}, "int64 in [0,3): ties"},
+          {{{{4, 7}, Domain::any, DType::b8, 2}, {{4, 7}, Domain::any, DType::b8, 2}}, {}, "bool"}};
+}
+
+LOOM_OP(eq){.name = "eq", .call = [](const OpArgs& x) { return eq(x[0], x[1]); }, .samples = compare_samples(),
+            .differentiable = false};
+LOOM_OP(ne){.name = "ne", .call = [](const OpArgs& x) { return ne(x[0], x[1]); }, .samples = compare_samples(),
+            .differentiable = false};
+LOOM_OP(lt){.name = "lt", .call = [](const OpArgs& x) { return lt(x[0], x[1]); }, .samples = compare_samples(),
+            .differentiable = false};
+LOOM_OP(le){.name = "le", .call = [](const OpArgs& x) { return le(x[0], x[1]); }, .samples = compare_samples(),
+            .differentiable = false};
+LOOM_OP(gt){.name = "gt", .call = [](const OpArgs& x) { return gt(x[0], x[1]); }, .samples = compare_samples(),
+            .differentiable = false};
+LOOM_OP(ge){.name = "ge", .call = [](const OpArgs& x) { return ge(x[0], x[1]); }, .samples = compare_samples(),
+            .differentiable = false};
+
+}  // namespace loom

@@ -1,0 +1,32 @@
+// masked_fill(x, mask, value) = mask ? value : x, mask bool and broadcast to x's shape.
+// Composite: where(mask, value, x). Its gradient comes from where's:
+//   dx = where(mask, 0, g): zero where masked.
+#include "elementwise.h"
+
+namespace loom {
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, Where where) {
+  CallSite site(where);
+  LOOM_CHECK(mask.dtype() == DType::b8, "masked_fill: mask must be bool, got {} (compare with eq/lt/... to get one)",
+             dtype_name(mask.dtype()));
+  // Unlike where, the output keeps x's shape: the mask may not grow it.
+  Shape shape = kernels::broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
+  LOOM_CHECK(shape == x.shape(), "masked_fill: mask of shape {} cannot be broadcast to input shape {}", mask.shape(),
+             x.shape());
+  return loom::where(mask, detail::constant_like(x, value), x);
+}
+
+static InputSpec bool_input(Shape shape) { return {std::move(shape), Domain::any, DType::b8, 2, false}; }
+static OpCall fill_with(double value) {
+  return [value](const OpArgs& x) { return masked_fill(x[0], x[1], value); };
+}
+
+LOOM_OP(masked_fill){
+    .name = "masked_fill",
+    .call = fill_with(-1e9),
+    .samples = {{{{{4, 7}}, bool_input({4, 7})}, fill_with(-1e9), "mask [4,7], -1e9"},
+                {{{{4, 7}}, bool_input({7})}, fill_with(0.5), "mask [7]"},
+                {{{{2, 3, 5}}, bool_input({3, 5})}, fill_with(0.0), "mask [3,5]"}},
+};
+
+}  // namespace loom
