@@ -1,0 +1,225 @@
+// Elementwise math, comparisons and selection: forward values and gradients on
+// hand-picked inputs, result dtypes, and error messages. Gradients against finite
+// differences are checked for every sample by `loom gradcheck`; here we pin values.
+//
+// Provenance of the expected values: PyTorch 1.13 (Debian python3-torch), e.g.
+//   /usr/bin/python3 -c "import torch; x = torch.tensor([-2.5, -1., -0.25, 0., 0.5, 1., 3.],
+//     dtype=torch.float64); print(torch.nn.functional.gelu(x).tolist())"
+// and likewise torch.sqrt / rsqrt / sigmoid / clamp / maximum / minimum / eq... / where /
+// masked_fill, with gradients from .sum().backward().
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/ops.h"
+
+using namespace loom;
+
+namespace {
+
+void check_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-14) {
+  auto got = t.to_vector<double>();
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == doctest::Approx(expected[i]).epsilon(tol));
+  }
+}
+
+void check_bools(const Tensor& t, const std::vector<int>& expected) {
+  CHECK(t.dtype() == DType::b8);
+  auto got = t.to_vector<bool>();
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == static_cast<bool>(expected[i]));
+  }
+}
+
+// The message of the loom::Error thrown by fn (empty when none is thrown).
+template <typename Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+Tensor mask(std::initializer_list<double> values) { return tensor(values, DType::b8); }
+
+const std::vector<double> kX = {-2.5, -1.0, -0.25, 0.0, 0.5, 1.0, 3.0};
+
+}  // namespace
+
+TEST_CASE("sqrt and rsqrt") {
+  auto p = tensor({0.25, 1.0, 2.0, 9.0}, f64);
+  check_values(sqrt(p), {0.5, 1.0, 1.4142135623730951, 3.0});
+  check_values(rsqrt(p), {2.0, 1.0, 0.7071067811865475, 0.3333333333333333});
+  CHECK(sqrt(tensor({4.0}, f32)).dtype() == DType::f32);
+}
+
+TEST_CASE("abs and its gradient") {
+  auto x = from_vector(kX, {7}, {f64});
+  check_values(abs(x), {2.5, 1.0, 0.25, 0.0, 0.5, 1.0, 3.0});
+  x.requires_grad_();
+  abs(x).sum().backward();
+  check_values(x.grad(), {-1, -1, -1, 0, 1, 1, 1});  // sign(x); 0 at the kink, like PyTorch
+}
+
+TEST_CASE("sigmoid values and gradient") {
+  auto x = from_vector(kX, {7}, {f64});
+  check_values(sigmoid(x), {0.07585818002124355, 0.2689414213699951, 0.43782349911420193, 0.5, 0.6224593312018546,
+                            0.7310585786300049, 0.9525741268224334});
+  x.requires_grad_();
+  sigmoid(x).sum().backward();
+  check_values(x.grad(), {0.07010371654510815, 0.19661193324148185, 0.24613408273759835, 0.25, 0.2350037122015945,
+                          0.19661193324148185, 0.045176659730912});
+  // Saturates cleanly instead of producing NaN.
+  check_values(sigmoid(tensor({-1000.0, 1000.0}, f64)), {0.0, 1.0});
+}
+
+TEST_CASE("gelu (exact erf form) values and gradient") {
+  auto x = from_vector(kX, {7}, {f64});
+  check_values(gelu(x), {-0.015524163314440398, -0.15865525393145702, -0.10032341857926907, 0.0, 0.34573123063700656,
+                         0.841344746068543, 2.99595030590511});
+  x.requires_grad_();
+  gelu(x).sum().backward();
+  check_values(x.grad(), {-0.03761108590814519, -0.08331547058768635, 0.304626645116364, 0.5, 0.8674951246561629,
+                          1.0833154705876864, 1.011945647204184});
+}
+
+TEST_CASE("clamp values and gradient") {
+  auto x = from_vector(kX, {7}, {f64});
+  check_values(clamp(x, -1.0, 0.5), {-1.0, -1.0, -0.25, 0.0, 0.5, 0.5, 0.5});
+  auto y = from_vector(std::vector<double>{-2.5, -0.25, 0.0, 1.0, 3.0}, {5}, {f64});
+  y.requires_grad_();
+  clamp(y, -1.0, 0.5).sum().backward();
+  check_values(y.grad(), {0, 1, 1, 0, 0});  // passes only inside the bounds
+  CHECK(contains(error_of([&] { clamp(x, 1.0, -1.0); }), "clamp: min (1) is greater than max (-1)"));
+}
+
+TEST_CASE("maximum / minimum broadcast, ties split the gradient") {
+  auto a = tensor({{1.0, -2.0, 3.0}, {0.5, 0.5, -1.0}}, f64);
+  auto b = tensor({0.5, 0.0, 3.0}, f64);  // ties: a[0][2] == b[2], a[1][0] == b[0]
+  a.requires_grad_();
+  b.requires_grad_();
+  auto mx = maximum(a, b);
+  CHECK(mx.shape() == Shape{2, 3});
+  check_values(mx, {1.0, 0.0, 3.0, 0.5, 0.5, 3.0});
+  mx.sum().backward();
+  check_values(a.grad(), {1.0, 0.0, 0.5, 0.5, 1.0, 0.0});
+  check_values(b.grad(), {0.5, 1.0, 1.5});
+
+  auto a2 = a.detach().requires_grad_();
+  auto b2 = b.detach().requires_grad_();
+  auto mn = minimum(a2, b2);
+  check_values(mn, {0.5, -2.0, 3.0, 0.5, 0.0, -1.0});
+  mn.sum().backward();
+  check_values(a2.grad(), {0.0, 1.0, 0.5, 0.5, 0.0, 1.0});
+  check_values(b2.grad(), {1.5, 1.0, 0.5});
+
+  // NaN propagates from either side, like PyTorch.
+  for (const Tensor& t : {maximum(tensor({1.0, NAN}, f64), tensor({NAN, 1.0}, f64)),
+                          minimum(tensor({1.0, NAN}, f64), tensor({NAN, 1.0}, f64))})
+    for (double v : t.to_vector<double>()) CHECK(std::isnan(v));
+}
+
+TEST_CASE("comparisons broadcast and return bool") {
+  auto a = tensor({{1.0, -2.0, 3.0}, {0.5, 0.5, -1.0}}, f64);
+  auto b = tensor({0.5, 0.0, 3.0}, f64);
+  check_bools(eq(a, b), {0, 0, 1, 1, 0, 0});
+  check_bools(ne(a, b), {1, 1, 0, 0, 1, 1});
+  check_bools(lt(a, b), {0, 1, 0, 0, 0, 1});
+  check_bools(le(a, b), {0, 1, 1, 1, 0, 1});
+  check_bools(gt(a, b), {1, 0, 0, 0, 1, 0});
+  check_bools(ge(a, b), {1, 0, 1, 1, 1, 0});
+  CHECK(lt(a, b).shape() == Shape{2, 3});
+  check_bools(eq(tensor({1.0, 2.0, 3.0}, i64), tensor({3.0, 2.0, 1.0}, i64)), {0, 1, 0});
+  check_bools(ne(mask({1, 0}), mask({1, 1})), {0, 1});
+  // No gradient flows through a comparison.
+  auto x = tensor({1.0, 2.0}, f64);
+  x.requires_grad_();
+  CHECK_FALSE(gt(x, x).requires_grad());
+}
+
+TEST_CASE("where broadcasts all three; gradients go to the chosen side") {
+  auto cond = mask({1, 0, 1});
+  auto a = tensor({{1.0, -2.0, 3.0}, {0.5, 0.5, -1.0}}, f64);
+  auto b = reshape(tensor({10.0, 20.0}, f64), {2, 1});
+  a.requires_grad_();
+  b.requires_grad_();
+  auto w = where(cond, a, b);
+  CHECK(w.shape() == Shape{2, 3});
+  check_values(w, {1.0, 10.0, 3.0, 0.5, 20.0, -1.0});
+  w.sum().backward();
+  check_values(a.grad(), {1, 0, 1, 1, 0, 1});
+  check_values(b.grad(), {1, 1});  // [2,1]: one unchosen element per row
+}
+
+TEST_CASE("masked_fill: value where masked, zero gradient there") {
+  auto x = tensor({{1.0, -2.0, 3.0}, {0.5, 0.5, -1.0}}, f64);
+  x.requires_grad_();
+  auto y = masked_fill(x, mask({0, 1, 0}), -7.0);
+  CHECK(y.shape() == Shape{2, 3});
+  check_values(y, {1.0, -7.0, 3.0, 0.5, -7.0, -1.0});
+  y.sum().backward();
+  check_values(x.grad(), {1, 0, 1, 1, 0, 1});
+}
+
+TEST_CASE("errors name the op and both shapes or dtypes") {
+  auto a = zeros({2, 3}, {f64});
+  auto b = zeros({4}, {f64});
+  for (auto [name, call] : std::vector<std::pair<std::string, std::function<Tensor()>>>{
+           {"maximum", [&] { return maximum(a, b); }},
+           {"minimum", [&] { return minimum(a, b); }},
+           {"eq", [&] { return eq(a, b); }},
+           {"ge", [&] { return ge(a, b); }},
+           {"gelu_backward", [&] { return gelu_backward(a, b); }},
+           {"sigmoid_backward", [&] { return sigmoid_backward(a, b); }},
+           {"where", [&] { return where(zeros({2, 3}, {b8}), a, b); }}}) {
+    INFO(name);
+    std::string message = error_of(call);
+    CHECK(contains(message, name + ":"));
+    CHECK(contains(message, "[2, 3]"));
+    CHECK(contains(message, "[4]"));
+  }
+
+  auto f32_tensor = zeros({2, 3}, {f32});
+  for (auto [name, call] : std::vector<std::pair<std::string, std::function<Tensor()>>>{
+           {"maximum", [&] { return maximum(a, f32_tensor); }},
+           {"lt", [&] { return lt(a, f32_tensor); }},
+           {"where", [&] { return where(zeros({2, 3}, {b8}), a, f32_tensor); }}}) {
+    INFO(name);
+    std::string message = error_of(call);
+    CHECK(contains(message, name + ":"));
+    CHECK(contains(message, "float64"));
+    CHECK(contains(message, "float32"));
+  }
+
+  CHECK(contains(error_of([] { sqrt(tensor({4.0, 9.0}, i64)); }), "sqrt: expected a floating dtype"));
+  CHECK(contains(error_of([] { gelu(tensor({1.0, 2.0}, i64)); }), "gelu: expected a floating dtype"));
+  CHECK(contains(error_of([&] { where(a, a, a); }), "where: condition must be bool, got float64"));
+}
+
+TEST_CASE("masked_fill errors: non-bool mask, mask that does not fit x") {
+  auto x = zeros({2, 3}, {f64});
+  std::string message = error_of([&] { masked_fill(x, zeros({2, 3}, {f64}), 1.0); });
+  CHECK(contains(message, "masked_fill: mask must be bool, got float64"));
+  CHECK(contains(error_of([&] { masked_fill(x, zeros({2, 3}, {i64}), 1.0); }), "got int64"));
+  // A mask that would grow the output is rejected, naming both shapes.
+  message = error_of([&] { masked_fill(x, zeros({4, 2, 3}, {b8}), 1.0); });
+  CHECK(contains(message, "masked_fill"));
+  CHECK(contains(message, "[4, 2, 3]"));
+  CHECK(contains(message, "[2, 3]"));
+  message = error_of([&] { masked_fill(x, zeros({4}, {b8}), 1.0); });
+  CHECK(contains(message, "masked_fill"));
+  CHECK(contains(message, "[4]"));
+}
