@@ -192,7 +192,7 @@ TEST_CASE("errors name the op and both shapes or dtypes") {
     CHECK(contains(message, "[4]"));
   }
 
-  auto f32_tensor = zeros({2, 3}, {f32});
+  auto f32_tensor = zeros({3}, {f32});
   for (auto [name, call] : std::vector<std::pair<std::string, std::function<Tensor()>>>{
            {"maximum", [&] { return maximum(a, f32_tensor); }},
            {"lt", [&] { return lt(a, f32_tensor); }},
@@ -202,6 +202,8 @@ TEST_CASE("errors name the op and both shapes or dtypes") {
     CHECK(contains(message, name + ":"));
     CHECK(contains(message, "float64"));
     CHECK(contains(message, "float32"));
+    CHECK(contains(message, "[2, 3]"));
+    CHECK(contains(message, "[3]"));
   }
 
   CHECK(contains(error_of([] { sqrt(tensor({4.0, 9.0}, i64)); }), "sqrt: expected a floating dtype"));
