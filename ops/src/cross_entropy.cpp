@@ -71,7 +71,6 @@ double loss_fast(const T* x, const Targets& t, int64_t ignore_index, RowShape s,
       total_x += xr[j];
     }
     double total_exp = 0;
-#pragma omp simd reduction(+ : total_exp)
     for (int64_t j = 0; j < n; ++j) total_exp += std::exp(xr[j] - mx);
     const double log_total = std::log(total_exp);
     const double nll = (mx - xr[t.ids[r]]) + log_total;                          // -log p_target

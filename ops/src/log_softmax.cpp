@@ -34,7 +34,6 @@ void log_softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
     }
     if (mx == kNegInf<T>) return;  // fully masked row: already all -inf
     double total = 0;
-#pragma omp simd reduction(+ : total)
     for (int64_t j = 0; j < n; ++j) total += std::exp(yr[j] - mx);
     const T log_total = static_cast<T>(std::log(total));
 #pragma omp simd
