@@ -97,3 +97,4 @@ Tensor operator/(double a, const Operand& b);
 Tensor operator-(const Tensor& x);
 
 }  // namespace loom
+#include "loom/ops/shape.h"
