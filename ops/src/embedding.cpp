@@ -167,7 +167,7 @@ LOOM_OP(embedding_backward){
     .call = [](const OpArgs& x) { return embedding_backward(x[0], x[1], 6); },
     .samples = {{{{{2, 3, 4}}, {{2, 3}, Domain::any, DType::i64, 6}}, {}, "V=6 D=4, ids [2,3]"},
                 {{{{10, 3}}, {{10}, Domain::any, DType::i64, 4}},
-                 [](const OpArgs& x) { return embedding_backward(x[0], x[1], 4, 2); }, "V=4 padding_idx=2, repeats"}},
+                 [](const OpArgs& x) { return embedding_backward(x[0], x[1], 4, 3); }, "V=4 padding_idx=3, repeats"}},
 };
 
 }  // namespace loom
