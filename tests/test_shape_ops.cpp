@@ -188,8 +188,13 @@ TEST_CASE("reductions and scatters give the same bits on 1 and 2 threads") {
     size_t bytes = one[k].numel() * dtype_size(one[k].dtype());
     CHECK(std::memcmp(one[k].contiguous().raw_data(), two[k].contiguous().raw_data(), bytes) == 0);
   }
-  // And the vectorized full sum agrees with the plain reference loop.
-  double fast = sum(big).item<double>();
+  // And the blocked, vectorized kernels agree with the plain reference loops.
+  double fast_sum = sum(big).item<double>();
+  int64_t fast_argmax = argmax(reshape(big, {-1}), 0).item<int64_t>();
+  double fast_amax = amax(big).item<double>(), fast_lse = logsumexp(big).item<double>();
   KernelModeGuard reference(KernelMode::reference);
-  CHECK(sum(big).item<double>() == doctest::Approx(fast).epsilon(1e-6));
+  CHECK(sum(big).item<double>() == doctest::Approx(fast_sum).epsilon(1e-6));
+  CHECK(argmax(reshape(big, {-1}), 0).item<int64_t>() == fast_argmax);
+  CHECK(amax(big).item<double>() == fast_amax);
+  CHECK(logsumexp(big).item<double>() == doctest::Approx(fast_lse).epsilon(1e-6));
 }
