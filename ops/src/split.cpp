@@ -2,6 +2,8 @@
 // shorter). chunk(x, chunks, dim): split with size = ceil(x.size(dim) / chunks),
 // so possibly fewer than `chunks` pieces (as torch.chunk).
 // Composites: each piece is a narrow view, so the gradient is narrow's.
+#include <algorithm>
+
 #include "elementwise.h"
 
 namespace loom {
