@@ -98,3 +98,4 @@ Tensor operator-(const Tensor& x);
 
 }  // namespace loom
 #include "loom/ops/fused.h"
+#include "loom/ops/shape.h"
