@@ -1,2 +1,73 @@
+// The caching allocator: a repeated step makes no new system allocations.
 #include <doctest/doctest.h>
+
+#include "loom/backend.h"
 #include "loom/ops.h"
+
+using namespace loom;
+
+TEST_CASE("size classes round up by at most a quarter, in multiples of 64 bytes") {
+  CHECK(allocator_size_class(1) == 64);
+  CHECK(allocator_size_class(64) == 64);
+  CHECK(allocator_size_class(65) == 128);
+  for (size_t bytes : {100u, 1000u, 4097u, 123457u, 10000000u}) {
+    size_t c = allocator_size_class(bytes);
+    CHECK(c >= bytes);
+    CHECK(c % 64 == 0);
+    CHECK(c <= bytes + bytes / 4 + 64);
+  }
+}
+
+namespace {
+// One step of a two-layer network: forward, backward, an SGD update in place.
+void train_step(const Tensor& x, const Tensor& w1, const Tensor& w2) {
+  Tensor loss = mean(pow(matmul(tanh(matmul(x, w1)), w2), 2.0));
+  loss.backward();
+  NoGradGuard no_grad;
+  copy_(w1, w1 - w1.grad() * 0.01);
+  copy_(w2, w2 - w2.grad() * 0.01);
+  w1.set_grad({});
+  w2.set_grad({});
+}
+}  // namespace
+
+TEST_CASE("a repeated training step makes no new system allocations after the first") {
+  Generator gen(3);
+  Tensor x = rand({64, 32}, {f32}, gen);
+  Tensor w1 = randn({32, 48}, {f32}, gen, 0, 0.1);
+  Tensor w2 = randn({48, 8}, {f32}, gen, 0, 0.1);
+  w1.requires_grad_();
+  w2.requires_grad_();
+  Allocator& cpu = allocator(kCPU);
+  train_step(x, w1, w2);  // warms the cache
+  AllocatorStats before = cpu.stats();
+  for (int i = 0; i < 5; ++i) train_step(x, w1, w2);
+  AllocatorStats after = cpu.stats();
+  CHECK(after.system_allocations == before.system_allocations);
+  CHECK(after.allocations > before.allocations);  // the steps did allocate, from the cache
+  CHECK(after.cache_hits - before.cache_hits == after.allocations - before.allocations);
+  CHECK(after.bytes_in_use == before.bytes_in_use);  // nothing leaked between steps
+}
+
+TEST_CASE("statistics: in use, peak, cached; empty_cache gives memory back") {
+  Allocator& cpu = allocator(kCPU);
+  cpu.empty_cache();
+  cpu.reset_peak();
+  AllocatorStats base = cpu.stats();
+  CHECK(base.bytes_cached == 0);
+  {
+    Tensor a = Tensor::empty({1000}, {f32});  // 4000 bytes -> class 4096
+    AllocatorStats s = cpu.stats();
+    CHECK(s.bytes_in_use == base.bytes_in_use + allocator_size_class(4000));
+    CHECK(s.peak_bytes_in_use >= s.bytes_in_use);
+  }
+  AllocatorStats freed = cpu.stats();
+  CHECK(freed.bytes_in_use == base.bytes_in_use);
+  CHECK(freed.bytes_cached == allocator_size_class(4000));
+  uint64_t system_before = freed.system_allocations;
+  Tensor again = Tensor::empty({1000}, {f32});  // same class: served from the cache
+  CHECK(cpu.stats().system_allocations == system_before);
+  again = Tensor();
+  cpu.empty_cache();
+  CHECK(cpu.stats().bytes_cached == 0);
+}

@@ -1,2 +1,249 @@
+// The autograd engine: leaves, accumulation, graphs, hooks, higher derivatives, anomaly mode.
 #include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
 #include "loom/ops.h"
+
+using namespace loom;
+
+namespace {
+std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+Tensor leaf(std::initializer_list<double> v) {
+  Tensor t = tensor(v, f64);
+  t.requires_grad_();
+  return t;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("gradient by hand and by machine: d/dx sum(x*x) = 2x") {
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = (x * x).sum();
+  y.backward();
+  CHECK(values(x.grad()) == std::vector<double>{2, 4, 6});
+  CHECK(x.is_leaf());
+  CHECK_FALSE(y.is_leaf());
+  CHECK(y.grad_fn()->name == "sum");
+}
+
+TEST_CASE("gradients accumulate across backward calls until cleared") {
+  Tensor x = leaf({1, 2});
+  (x * 3.0).sum().backward();
+  (x * 3.0).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{6, 6});
+  x.set_grad({});
+  (x * x).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{2, 4});
+}
+
+TEST_CASE("a tensor used twice gets the sum of both paths, and .grad never aliases") {
+  Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  Tensor y = (a + b).sum();
+  y.backward();
+  // add hands the same gradient to both inputs: each .grad must own its memory.
+  CHECK(a.grad().storage() != b.grad().storage());
+  Tensor x = leaf({2, 5});
+  (x * x + x).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{5, 11});
+}
+
+TEST_CASE("expanded gradients arrive in dense memory") {
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = x.reshape({3, 1}).expand({3, 4}).sum();
+  y.backward();
+  CHECK(x.grad().is_contiguous());
+  CHECK(x.grad().strides() == Shape{1});
+  CHECK(values(x.grad()) == std::vector<double>{4, 4, 4});
+}
+
+TEST_CASE("a non-scalar output needs an explicit seed gradient") {
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = x * 2.0;
+  std::string message = error_of([&] { y.backward(); });
+  CHECK(message.find("only for scalar outputs") != std::string::npos);
+  CHECK(message.find("[3]") != std::string::npos);
+  y.backward(tensor({1, 10, 100}, f64));
+  CHECK(values(x.grad()) == std::vector<double>{2, 20, 200});
+}
+
+TEST_CASE("retain_graph: a second backward through a freed graph is a clear error") {
+  Tensor x = leaf({1, 2});
+  Tensor y = (exp(x)).sum();
+  y.backward();
+  std::string message = error_of([&] { y.backward(); });
+  CHECK(message.find("second time") != std::string::npos);
+  CHECK(message.find("retain_graph") != std::string::npos);
+
+  Tensor z = exp(x).sum();
+  x.set_grad({});
+  z.backward({}, /*retain_graph=*/true);
+  z.backward();
+  CHECK(values(x.grad())[0] == doctest::Approx(2 * std::exp(1.0)));
+}
+
+TEST_CASE("retain_grad keeps .grad on a non-leaf; leaves always keep theirs") {
+  Tensor x = leaf({1, 2});
+  Tensor h = x * 3.0;
+  Tensor h2 = x * 4.0;
+  h.retain_grad();
+  (h * h + h2).sum().backward();
+  CHECK(values(h.grad()) == std::vector<double>{6, 12});  // d/dh h^2 = 2h
+  CHECK_FALSE(h2.grad().defined());
+  CHECK(values(x.grad()) == std::vector<double>{22, 40});
+}
+
+TEST_CASE("NoGradGuard records nothing; detach cuts the graph but shares storage") {
+  Tensor x = leaf({1, 2});
+  {
+    NoGradGuard no_grad;
+    Tensor y = x * 2.0;
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.grad_fn() == nullptr);
+  }
+  CHECK((x * 2.0).requires_grad());
+  Tensor d = (x * 2.0).detach();
+  CHECK_FALSE(d.requires_grad());
+  Tensor x2 = x.detach();
+  CHECK(x2.storage() == x.storage());
+  Tensor y = (x * x2).sum();  // x2 is a constant here
+  y.backward();
+  CHECK(values(x.grad()) == std::vector<double>{1, 2});
+}
+
+TEST_CASE("create_graph: second and third derivatives of x^3") {
+  Tensor x = leaf({2.0, -1.0});
+  Tensor y = pow(x, 3.0).sum();
+  auto g1 = grad({y}, {x}, {}, false, /*create_graph=*/true);   // 3x^2
+  CHECK(values(g1[0]) == std::vector<double>{12, 3});
+  auto g2 = grad({g1[0].sum()}, {x}, {}, false, true);          // 6x
+  CHECK(values(g2[0]) == std::vector<double>{12, -6});
+  auto g3 = grad({g2[0].sum()}, {x}, {}, false, false);         // 6
+  CHECK(values(g3[0]) == std::vector<double>{6, 6});
+}
+
+TEST_CASE("backward(create_graph) leaves a differentiable .grad") {
+  Tensor x = leaf({0.5});
+  Tensor y = tanh(x).sum();
+  y.backward({}, false, /*create_graph=*/true);
+  Tensor first = x.grad();  // 1 - tanh^2
+  CHECK(first.requires_grad());
+  auto second = grad({first.sum()}, {x});  // -2 tanh (1 - tanh^2)
+  double t = std::tanh(0.5);
+  CHECK(values(second[0])[0] == doctest::Approx(-2 * t * (1 - t * t)));
+}
+
+TEST_CASE("grad(): unused inputs need allow_unused; .grad is untouched") {
+  Tensor x = leaf({1, 2}), unused = leaf({5});
+  Tensor y = (x * x).sum();
+  std::string message = error_of([&] { grad({y}, {x, unused}, {}, true); });
+  CHECK(message.find("not used") != std::string::npos);
+  auto g = grad({y}, {x, unused}, {}, false, false, /*allow_unused=*/true);
+  CHECK(values(g[0]) == std::vector<double>{2, 4});
+  CHECK_FALSE(g[1].defined());
+  CHECK_FALSE(x.grad().defined());
+}
+
+TEST_CASE("a 10,000-op chain runs backward without recursion") {
+  Tensor x = leaf({1.0});
+  Tensor y = x;
+  for (int i = 0; i < 10000; ++i) y = y * 1.0001;
+  y.sum().backward();
+  CHECK(values(x.grad())[0] == doctest::Approx(std::pow(1.0001, 10000)).epsilon(1e-9));
+  // And a much deeper one: iterative traversal, iterative destruction.
+  Tensor z = x;
+  for (int i = 0; i < 100000; ++i) z = z + 0.0;
+  x.set_grad({});
+  z.sum().backward();
+  CHECK(values(x.grad())[0] == 1.0);
+}
+
+TEST_CASE("hooks see the gradient and can replace it") {
+  Tensor x = leaf({1, 2, 3});
+  Tensor h = x * 2.0;
+  std::vector<double> seen;
+  h.register_hook([&](const Tensor& g) {
+    seen = values(g);
+    return Tensor();  // just look
+  });
+  x.register_hook([](const Tensor& g) { return g * 10.0; });  // replace on the leaf
+  (h * h).sum().backward();
+  CHECK(seen == std::vector<double>{4, 8, 12});                 // 2h
+  CHECK(values(x.grad()) == std::vector<double>{80, 160, 240});  // 10 * 2 * 2h
+  Tensor c = tensor({1.0}, f64);
+  CHECK(error_of([&] { c.register_hook([](const Tensor& g) { return g; }); }).find("does not require grad") !=
+        std::string::npos);
+}
+
+TEST_CASE("anomaly mode names the op and the user's line that made a NaN") {
+  AnomalyGuard anomaly;
+  Tensor x = leaf({-1.0, 2.0});
+  int line = __LINE__ + 1;
+  std::string forward = error_of([&] { Tensor y = log(x); });
+  CHECK(forward.find("log produced NaN or Inf") != std::string::npos);
+  CHECK(forward.find(fmt::format("test_autograd.cpp:{}", line)) != std::string::npos);
+
+  // Backward: sqrt via pow(x, 0.5) is finite at 0, its derivative is not.
+  Tensor z = leaf({0.0, 4.0});
+  int pow_line = __LINE__ + 1;
+  Tensor s = pow(z, 0.5).sum();
+  std::string backward = error_of([&] { s.backward(); });
+  CHECK(backward.find("backward of pow produced NaN or Inf") != std::string::npos);
+  CHECK(backward.find(fmt::format("test_autograd.cpp:{}", pow_line)) != std::string::npos);
+
+  // Operators capture the caller's line too.
+  Tensor inf = tensor({std::numeric_limits<double>::infinity()}, f64);
+  int mul_line = __LINE__ + 1;
+  std::string op = error_of([&] { Tensor p = inf * 0.0; });
+  CHECK(op.find("mul produced NaN or Inf") != std::string::npos);
+  CHECK(op.find(fmt::format("test_autograd.cpp:{}", mul_line)) != std::string::npos);
+}
+
+TEST_CASE("without anomaly mode NaNs pass silently (it is opt-in)") {
+  Tensor x = tensor({-1.0}, f64);
+  CHECK(std::isnan(values(log(x))[0]));
+}
+
+TEST_CASE("graph export: DOT names the ops, shapes and trainable leaves") {
+  Tensor w = Tensor(tensor({{1, 2}, {3, 4}}, f64)).set_name("w");
+  w.requires_grad_();
+  Tensor x = tensor({{1, 0}}, f64);
+  Tensor y = tanh(matmul(x, w)).sum();
+  std::string dot = graph_dot(y);
+  CHECK(dot.find("digraph") == 0);
+  CHECK(dot.find("tanh") != std::string::npos);
+  CHECK(dot.find("matmul") != std::string::npos);
+  CHECK(dot.find("w (requires grad)") != std::string::npos);
+  CHECK(dot.find("[2, 2]") != std::string::npos);
+  CHECK(dot.find("constant") != std::string::npos);  // x needs no grad
+}
+
+TEST_CASE("to_dtype passes the gradient back in the input's dtype, exactly") {
+  Tensor x = leaf({1.5, -2.25});
+  Tensor y = (to_dtype(x, f32) * 2.0).sum();
+  y.backward();
+  CHECK(x.grad().dtype() == f64);
+  CHECK(values(x.grad()) == std::vector<double>{2, 2});
+}
+
+TEST_CASE("in-place writes to tensors that require grad need NoGradGuard") {
+  Tensor w = leaf({1, 2});
+  std::string message = error_of([&] { copy_(w, tensor({3, 4}, f64)); });
+  CHECK(message.find("copy_: in-place write to a tensor that requires grad") != std::string::npos);
+  NoGradGuard no_grad;
+  uint64_t version = w.storage()->version();
+  copy_(w, tensor({3, 4}, f64));
+  CHECK(values(w) == std::vector<double>{3, 4});
+  CHECK(w.storage()->version() == version + 1);
+}

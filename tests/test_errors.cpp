@@ -1,2 +1,57 @@
+// Misuse gives a loom::Error whose message names the op and what was wrong.
 #include <doctest/doctest.h>
+
 #include "loom/ops.h"
+
+using namespace loom;
+
+#define CHECK_ERROR(expr, text) CHECK_THROWS_WITH_AS(expr, doctest::Contains(text), Error)
+
+TEST_CASE("shape errors name the op and both shapes") {
+  CHECK_ERROR(zeros({2, 3}) * zeros({4}), "mul: shapes [2, 3] and [4] cannot be broadcast (dim 1 is 3 vs 4)");
+  CHECK_ERROR(matmul(zeros({2, 3}), zeros({4, 5})),
+              "matmul: shapes [2, 3] and [4, 5] are not aligned: a has 3 columns but b has 4 rows");
+  CHECK_ERROR(matmul(zeros({2, 2, 3}), zeros({3, 3, 1})), "matmul (batch dims): shapes [2] and [3] cannot be broadcast");
+  CHECK_ERROR(zeros({2, 3}).reshape({4}), "reshape: shape [4] is invalid for input of shape [2, 3] (6 elements)");
+  CHECK_ERROR(zeros({2, 3}).expand({2, 4}), "expand: cannot expand shape [2, 3] to [2, 4]");
+  CHECK_ERROR(zeros({2, 3}).permute({0}), "permute: 1 dims given for a tensor of shape [2, 3]");
+  CHECK_ERROR(zeros({2, 3}).permute({0, 0}), "permute: dim 0 repeated");
+  CHECK_ERROR(zeros({2, 3}).narrow(1, 2, 2), "narrow: [2, 4) is out of range for dim 1 of size 3 (shape [2, 3])");
+  CHECK_ERROR(zeros({2, 3}).select(0, 5), "select: index 5 is out of range for dim 0 of size 2");
+  CHECK_ERROR(sum(zeros({2, 3}), {2}), "sum: dim 2 is out of range for a tensor with 2 dims");
+  CHECK_ERROR(sum(zeros({2, 3}), {1, -1}), "sum: dim listed twice");
+  CHECK_ERROR(zeros({2, 3}).item<float>(), "item: tensor of shape [2, 3] has 6 elements, expected 1");
+  CHECK_ERROR(from_vector<float>({1, 2, 3}, {2, 2}), "from_vector: 3 values do not fill shape [2, 2]");
+}
+
+TEST_CASE("dtypes never mix silently") {
+  CHECK_ERROR(zeros({2}, {f32}) + zeros({2}, {f64}), "add: operands have different dtypes (float32 and float64)");
+  CHECK_ERROR(matmul(zeros({2, 2}, {i64}), zeros({2, 2}, {i64})), "matmul: expected float32 or float64, got int64");
+  CHECK_ERROR(exp(zeros({2}, {i32})), "exp: expected a floating dtype (float32 or float64), got int32");
+  CHECK_ERROR(zeros({2}, {i64}).requires_grad_(), "requires_grad_: only floating tensors can require gradients");
+  CHECK_ERROR(zeros({2}, {f32}).data<double>(), "data<float64>(): tensor has dtype float32");
+}
+
+TEST_CASE("autograd misuse") {
+  Tensor x = zeros({2}, {f64});
+  CHECK_ERROR(x.backward(), "backward: tensor does not require grad");
+  x.requires_grad_();
+  Tensor y = x * 2.0;
+  CHECK_ERROR(y.requires_grad_(false), "requires_grad_: only leaf tensors can be marked; this one comes from mul");
+  CHECK_ERROR(y.backward(), "gradient can be implicitly created only for scalar outputs");
+  CHECK_ERROR(y.backward(zeros({3}, {f64})), "grad: seed gradient [3] float64 cpu does not match output [2] float64 cpu");
+  CHECK_ERROR(y.set_grad(zeros({2}, {f32})), "set_grad: gradient [2] float32 does not match tensor [2] float64");
+}
+
+TEST_CASE("an undefined tensor is an error, not a crash") {
+  Tensor undefined;
+  CHECK_FALSE(undefined.defined());
+  CHECK_ERROR(undefined.shape(), "use of an undefined tensor");
+  CHECK_ERROR(exp(undefined), "use of an undefined tensor");
+}
+
+TEST_CASE("the gradient check refuses non-float64 inputs") {
+  Tensor x = zeros({2}, {f32});
+  x.requires_grad_();
+  CHECK_ERROR(loom::grad({x * x}, {x}), "grad: output 0 has shape [2]; a non-scalar output needs a grad_output");
+}

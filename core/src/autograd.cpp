@@ -15,6 +15,7 @@ thread_local bool tls_grad_enabled = true;
 std::atomic<bool> g_anomaly{false};
 thread_local int tls_callsite_depth = 0;
 thread_local std::source_location tls_callsite;
+thread_local const Node* tls_backward_node = nullptr;  // the node whose backward is running
 std::atomic<uint64_t> g_sequence{0};
 GradientAdder g_adder = nullptr;
 GradientDensifier g_densifier = nullptr;
@@ -62,6 +63,46 @@ static std::string where_text(const std::source_location& loc) {
 }
 
 // ---- nodes ----
+namespace {
+// What dying nodes still own (edges, backward closures that capture tensors,
+// saved outputs), released one at a time by the outermost destructor. A nested
+// destructor only adds to the pile, so the stack depth stays constant.
+struct Graveyard {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<BackwardFn> closures;
+  std::vector<std::shared_ptr<TensorImpl>> tensors;
+  bool draining = false;
+};
+thread_local Graveyard tls_graveyard;
+
+void bury(std::vector<std::shared_ptr<Node>>& next, BackwardFn* closure, std::shared_ptr<TensorImpl>* saved) {
+  Graveyard& g = tls_graveyard;
+  for (auto& n : next)
+    if (n) g.nodes.push_back(std::move(n));
+  next.clear();
+  if (closure && *closure) g.closures.push_back(std::move(*closure));
+  if (saved && *saved) g.tensors.push_back(std::move(*saved));
+  if (g.draining) return;
+  g.draining = true;
+  while (!g.nodes.empty() || !g.closures.empty() || !g.tensors.empty()) {
+    if (!g.closures.empty()) {
+      BackwardFn dying = std::move(g.closures.back());
+      g.closures.pop_back();
+    } else if (!g.tensors.empty()) {
+      std::shared_ptr<TensorImpl> dying = std::move(g.tensors.back());
+      g.tensors.pop_back();
+    } else {
+      std::shared_ptr<Node> dying = std::move(g.nodes.back());
+      g.nodes.pop_back();
+    }
+  }
+  g.draining = false;
+}
+}  // namespace
+
+Node::~Node() { bury(next, nullptr, nullptr); }
+FunctionNode::~FunctionNode() { bury(next, &backward, &saved_output); }
+
 AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf_impl) : leaf(leaf_impl) {
   name = "AccumulateGrad";
 }
@@ -130,9 +171,13 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 }
 
 Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn backward) {
-  if (anomaly_enabled() && has_non_finite(output))
-    fail("anomaly: {} produced NaN or Inf in its forward output (shape {}), called from {}", name,
-         output.shape(), where_text(CallSite::current()));
+  if (anomaly_enabled() && has_non_finite(output)) {
+    if (tls_backward_node)
+      fail("anomaly: the backward of {} produced NaN or Inf (in its {} step, shape {}); the op was called from {}",
+           tls_backward_node->name, name, output.shape(), where_text(tls_backward_node->where));
+    fail("anomaly: {} produced NaN or Inf in its forward output (shape {}), called from {}", name, output.shape(),
+         where_text(CallSite::current()));
+  }
   if (!grad_enabled()) return output;
   bool any = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
   if (!any) return output;
@@ -245,7 +290,18 @@ struct Engine {
       }
       if (target != targets.end() && !has_needed_child(node)) continue;
 
-      std::vector<Tensor> grads = node->apply(grad);
+      std::vector<Tensor> grads;
+      {
+        const Node* outer = tls_backward_node;
+        tls_backward_node = node;
+        try {
+          grads = node->apply(grad);
+        } catch (...) {
+          tls_backward_node = outer;
+          throw;
+        }
+        tls_backward_node = outer;
+      }
       LOOM_CHECK(grads.size() == node->next.size(), "{}: backward returned {} gradients for {} inputs",
                  node->name, grads.size(), node->next.size());
       for (size_t i = 0; i < grads.size(); ++i) {

@@ -119,7 +119,7 @@ Tensor& Tensor::requires_grad_(bool enabled) {
 
 Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
 
-void Tensor::set_grad(const Tensor& g) {
+void Tensor::set_grad(const Tensor& g) const {
   if (g.defined())
     LOOM_CHECK(g.shape() == shape() && g.dtype() == dtype(),
                "set_grad: gradient {} {} does not match tensor {} {}", g.shape(), dtype_name(g.dtype()),
@@ -127,7 +127,7 @@ void Tensor::set_grad(const Tensor& g) {
   impl().grad = g.impl_ptr();
 }
 
-void Tensor::retain_grad() {
+void Tensor::retain_grad() const {
   LOOM_CHECK(requires_grad(), "retain_grad: tensor does not require grad");
   if (is_leaf()) return;  // leaves keep .grad anyway
   grad_fn()->retained_output = impl_;
@@ -138,7 +138,7 @@ Tensor Tensor::detach() const {
   return out;
 }
 
-size_t Tensor::register_hook(TensorHook hook) {
+size_t Tensor::register_hook(TensorHook hook) const {
   LOOM_CHECK(requires_grad(), "register_hook: tensor does not require grad, so no gradient will flow");
   auto& hooks = is_leaf() ? impl().hooks : grad_fn()->hooks;
   hooks.push_back(std::move(hook));

@@ -2,8 +2,8 @@
 // b [..., K, N] (batch dims broadcast):
 //   out = a @ b          da = g @ b^T,   db = a^T @ g   (each summed back to its shape)
 // Kernels: OpenBLAS sgemm/dgemm. A transposed operand is passed to BLAS as
-// transposed (no copy); batches run in one OpenMP loop of single-threaded
-// gemms when each product is small, or one after another on threaded gemm.
+// transposed (no copy); batches and row (or column) blocks of each product run
+// in one OpenMP loop of single-threaded gemms.
 #include <cblas.h>
 
 #include <optional>
@@ -83,20 +83,34 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     std::fill(pc, pc + batches * m * n, T(0));
     return;
   }
-  auto one = [&](int64_t bi) {
-    gemm<T>(la->trans, lb->trans, m, n, k, pa + strided_offset(bi, batch, a_batch_strides), la->ld,
-            pb + strided_offset(bi, batch, b_batch_strides), lb->ld, pc + bi * m * n, n);
+  // Work items are (batch, block of output rows or columns) with a block size
+  // fixed by the shape alone, each computed by a single-threaded gemm (OpenBLAS
+  // runs on one thread inside an OpenMP region). OpenBLAS's own threading splits
+  // the inner dimension differently for different thread counts, which changes
+  // the rounding; this split does not, so the bits are the same for any thread count.
+  constexpr int64_t kBlock = 128;
+  const bool split_rows = m >= n;
+  const int64_t blocks = ((split_rows ? m : n) + kBlock - 1) / kBlock;
+  const T* a_base = pa;
+  const T* b_base = pb;
+  auto work = [&](int64_t item) {
+    int64_t bi = item / blocks, block = item % blocks;
+    const T* A = a_base + strided_offset(bi, batch, a_batch_strides);
+    const T* B = b_base + strided_offset(bi, batch, b_batch_strides);
+    T* C = pc + bi * m * n;
+    int64_t start = block * kBlock, count = std::min(kBlock, (split_rows ? m : n) - start);
+    // Element (i, j) of a row-major or transposed operand with leading dim ld.
+    auto at = [](const T* base, const GemmOperand& op, int64_t i, int64_t j) {
+      return op.trans == CblasNoTrans ? base + i * op.ld + j : base + j * op.ld + i;
+    };
+    if (split_rows)
+      gemm<T>(la->trans, lb->trans, count, n, k, at(A, *la, start, 0), la->ld, B, lb->ld, C + start * n, n);
+    else
+      gemm<T>(la->trans, lb->trans, m, count, k, A, la->ld, at(B, *lb, 0, start), lb->ld, C + start, n);
   };
-  // Small products: one OpenMP loop over the batch, each gemm on one thread
-  // (OpenBLAS runs single-threaded inside a parallel region). Large ones: let
-  // the threaded gemm split each product.
-  constexpr int64_t kSmallGemmFlops = 1 << 21;
-  if (batches > 1 && m * n * k < kSmallGemmFlops) {
-#pragma omp parallel for schedule(static)
-    for (int64_t bi = 0; bi < batches; ++bi) one(bi);
-  } else {
-    for (int64_t bi = 0; bi < batches; ++bi) one(bi);
-  }
+  const int64_t items = batches * blocks;
+#pragma omp parallel for schedule(static) if (items > 1)
+  for (int64_t item = 0; item < items; ++item) work(item);
 }
 
 // The primitive: both operands have at least 2 dims.

@@ -11,6 +11,8 @@ struct SumReducer {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
   Acc init() const { return 0; }
   void add(Acc& acc, T v) const { acc += v; }
+  // Unit-stride runs: several independent partial sums, so the loop vectorizes.
+  void add_span(Acc& acc, const T* p, int64_t n) const { kernels::add_span_lanes(*this, acc, p, n); }
   void merge(Acc& acc, const Acc& other) const { acc += other; }
   T finish(const Acc& acc, int64_t) const { return static_cast<T>(acc); }
 };

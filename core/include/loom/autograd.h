@@ -82,7 +82,9 @@ struct TensorMeta {
 
 class Node : public std::enable_shared_from_this<Node> {
  public:
-  virtual ~Node() = default;
+  // Destroys the graph behind this node iteratively: a 100,000-node chain must
+  // not overflow the stack through nested shared_ptr destructors.
+  virtual ~Node();
   // Gradients for each input (one per entry of `next`), given the gradient of the output.
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
   // Frees saved tensors after a backward pass without retain_graph.
@@ -125,6 +127,7 @@ using BackwardFn = std::function<std::vector<Tensor>(BackwardContext&, const Ten
 
 class FunctionNode final : public Node {
  public:
+  ~FunctionNode() override;
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   void release() override;
 

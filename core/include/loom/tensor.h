@@ -85,16 +85,16 @@ class Tensor {
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
   // The gradient accumulated by backward(); undefined before the first backward.
   Tensor grad() const;
-  void set_grad(const Tensor& grad);
+  void set_grad(const Tensor& grad) const;
   // Reverse-mode pass from this tensor. A non-scalar needs an explicit seed gradient.
   void backward(const Tensor& gradient = {}, bool retain_graph = false, bool create_graph = false) const;
   // Keep .grad on a non-leaf tensor too.
-  void retain_grad();
+  void retain_grad() const;
   // Same storage, cut off from the graph.
   Tensor detach() const;
   // hook(grad) sees the gradient flowing into this tensor; returning a defined
   // tensor replaces it. Returns the hook's index.
-  size_t register_hook(TensorHook hook);
+  size_t register_hook(TensorHook hook) const;
   Tensor& set_name(std::string name) { impl().name = std::move(name); return *this; }
   const std::string& name() const { return impl().name; }
 

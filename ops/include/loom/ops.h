@@ -97,5 +97,6 @@ Tensor operator/(double a, const Operand& b);
 Tensor operator-(const Tensor& x);
 
 }  // namespace loom
-
+#include "loom/ops/fused.h"
+#include "loom/ops/shape.h"
 #include "loom/ops/elementwise.h"

@@ -59,6 +59,7 @@ Loop<N> make_loop(const Shape& shape, const std::array<Shape, N>& strides) {
 // covering the elements [begin, end) of the loop.
 template <size_t N, typename Segment>
 void run_range(const Loop<N>& loop, int64_t begin, int64_t end, Segment& segment) {
+  if (begin >= end) return;
   const int64_t nd = static_cast<int64_t>(loop.sizes.size());
   const int64_t inner = loop.sizes[nd - 1];
   std::array<int64_t, N> inner_strides;

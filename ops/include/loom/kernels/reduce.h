@@ -3,6 +3,9 @@
 // the reduced dims removed or kept as size 1). A Reducer says how:
 //   using Acc = ...;  Acc init() const;  void add(Acc&, T) const;
 //   void merge(Acc&, const Acc&) const;  Out finish(const Acc&, int64_t count) const;
+// and optionally, for unit-stride runs, a vectorizable span hook:
+//   void add_span(Acc&, const T* p, int64_t n) const;
+// (several independent accumulators combined in a fixed order; see kSpanLanes).
 // Every output element is reduced in the same order whatever the thread count
 // (fixed-size blocks, merged in order), so results are bitwise reproducible.
 #include <omp.h>
@@ -15,6 +18,26 @@
 namespace loom::kernels {
 
 inline constexpr int64_t kReduceBlock = 16384;  // fixed block: thread-count independent
+// Independent accumulators a span hook keeps: one long dependency chain becomes
+// kSpanLanes short ones the compiler can put in vector registers. The lanes are
+// combined in lane order, so a span's result depends only on the span.
+inline constexpr int kSpanLanes = 8;
+
+template <typename R, typename T>
+concept SpanReducer = requires(const R& r, typename R::Acc& acc, const T* p, int64_t n) { r.add_span(acc, p, n); };
+
+// A span hook built from a Reducer's add/merge: kSpanLanes accumulators, lane l
+// taking elements l, l + kSpanLanes, ...; then lanes merged in order, then the tail.
+template <typename R, typename T>
+void add_span_lanes(const R& r, typename R::Acc& acc, const T* p, int64_t n) {
+  typename R::Acc lane[kSpanLanes];
+  for (int l = 0; l < kSpanLanes; ++l) lane[l] = r.init();
+  int64_t i = 0;
+  for (; i + kSpanLanes <= n; i += kSpanLanes)
+    for (int l = 0; l < kSpanLanes; ++l) r.add(lane[l], p[i + l]);
+  for (int l = 0; l < kSpanLanes; ++l) r.merge(acc, lane[l]);
+  for (; i < n; ++i) r.add(acc, p[i]);
+}
 
 struct ReducePlan {
   Shape kept_sizes, kept_strides;        // over the output elements
@@ -47,7 +70,8 @@ void reduce_span(const T* base, const Loop<1>& loop, int64_t begin, int64_t end,
   auto segment = [&](int64_t n, const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& st) {
     const T* p = base + off[0];
     if (st[0] == 1) {
-      for (int64_t i = 0; i < n; ++i) r.add(acc, p[i]);
+      if constexpr (SpanReducer<R, T>) r.add_span(acc, p, n);
+      else for (int64_t i = 0; i < n; ++i) r.add(acc, p[i]);
     } else {
       for (int64_t i = 0; i < n; ++i) r.add(acc, p[i * st[0]]);
     }

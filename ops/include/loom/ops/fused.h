@@ -1,0 +1,83 @@
+#pragma once
+// Fused primitive ops for the Transformer: softmax / log_softmax with masks,
+// layer norm, dropout, attention and label-smoothed cross-entropy. Each is one
+// primitive with a fast kernel and a plain reference kernel; each backward is a
+// fused backward op (also a registered, differentiable primitive), so double
+// backward works. Definitions: one file per op under ops/src/.
+#include <cstdint>
+#include <source_location>
+
+#include "loom/random.h"
+#include "loom/tensor.h"
+
+namespace loom {
+
+using Where = std::source_location;
+
+// ---- softmax family (over `dim`, any dim) ----
+// `mask` (optional) is broadcastable to x and either
+//   float: added to x before normalizing (0 keeps, -inf or a large negative masks), or
+//   bool:  true = masked out (treated as logit -inf).
+// A fully masked row gives softmax 0 everywhere (not NaN) and log_softmax -inf
+// everywhere; in both cases the gradient flowing back through the row is 0.
+// Rows are max-shifted, so logits of magnitude 1e4 stay finite and exact.
+Tensor softmax(const Tensor& x, int64_t dim = -1, const Tensor& mask = {}, Where where = Where::current());
+Tensor log_softmax(const Tensor& x, int64_t dim = -1, const Tensor& mask = {}, Where where = Where::current());
+// The fused backward ops (over the last dim): y is the forward output, grad its gradient.
+//   softmax_backward(y, g)     = y * (g - sum(g * y))
+//   log_softmax_backward(y, g) = g - exp(y) * sum(g)   (0 where y = -inf: masked entries)
+Tensor softmax_backward(const Tensor& y, const Tensor& grad, Where where = Where::current());
+Tensor log_softmax_backward(const Tensor& y, const Tensor& grad, Where where = Where::current());
+
+// ---- layer norm over the last dim ----
+// y = (x - mean) / sqrt(var + eps) * weight + bias, var biased; weight and bias
+// have shape [D] and either may be undefined (Tensor()).
+Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5,
+                  Where where = Where::current());
+// dx of layer_norm for output gradient `grad` (weight may be undefined):
+//   dx = rstd * (a - mean(a) - xhat * mean(a * xhat)),  a = grad * weight.
+// dweight = sum over rows of grad * xhat and dbias = sum over rows of grad are
+// written with ops (xhat = layer_norm(x) without affine).
+Tensor layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& grad, double eps = 1e-5,
+                           Where where = Where::current());
+
+// ---- dropout ----
+// Zeroes each element with probability p and scales the kept ones by 1/(1-p);
+// p == 0 or !train returns x itself. The mask is Philox(seed, offset) of the
+// element's logical index (gen advances by one offset per call): the same for
+// any thread count.
+Tensor dropout(const Tensor& x, double p, bool train = true, Generator& gen = default_generator(),
+               Where where = Where::current());
+// grad * mask * 1/(1-p) with the mask regenerated from (seed, offset): dropout's
+// backward, and its own backward (the map is linear and self-adjoint).
+Tensor dropout_backward(const Tensor& grad, double p, uint64_t seed, uint64_t offset,
+                        Where where = Where::current());
+
+// ---- attention ----
+// softmax(q k^T / sqrt(Dk), mask) (dropout in training) @ v, a composite of
+// matmul, softmax (with mask) and dropout. q [B,H,Tq,Dk], k [B,H,Tk,Dk],
+// v [B,H,Tk,Dv] (any batch dims) -> [B,H,Tq,Dv]. mask: bool, true = masked,
+// broadcastable to [B,H,Tq,Tk]. `weights`, when given, receives the attention
+// weights (after softmax, before dropout) for study.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = {},
+                                    double dropout_p = 0.0, bool train = false,
+                                    Generator& gen = default_generator(), Tensor* weights = nullptr,
+                                    Where where = Where::current());
+
+// ---- loss ----
+// Label-smoothed cross-entropy, mean over non-ignored targets (PyTorch's
+// cross_entropy(label_smoothing=eps)): with log p = log_softmax(logits),
+//   loss_i = (1 - eps) * (-log p[target_i]) + eps * mean_v(-log p_v)
+// logits [..., V] (float), target int64 [...]; target == ignore_index rows count
+// for nothing. When every target is ignored the loss is 0 with gradient 0
+// (PyTorch gives NaN). A target outside [0, V) is an Error naming it and V.
+Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, double smoothing = 0.0,
+                                    int64_t ignore_index = -100, Where where = Where::current());
+// d loss / d logits for the 0-d output gradient `grad`:
+//   (softmax(logits) - ((1 - eps) * onehot(target) + eps / V)) * grad / count,
+// zero rows for ignored targets; never materializes the one-hot.
+Tensor label_smoothed_cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& grad,
+                                             double smoothing = 0.0, int64_t ignore_index = -100,
+                                             Where where = Where::current());
+
+}  // namespace loom

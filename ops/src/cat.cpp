@@ -1,0 +1,100 @@
+// cat(tensors, dim): the tensors one after another along dim (all other dims equal).
+//   d tensors[k] = narrow(g, dim, offset_k, size_k)     (offset_k = sum of earlier sizes)
+// stack(tensors, dim): composite, cat of unsqueeze(t, dim).
+#include "elementwise.h"
+
+namespace loom {
+
+namespace {
+// The plain reference: each output element finds its input by walking the offsets.
+template <typename T>
+void reference_cat(const Tensor& out, const std::vector<Tensor>& tensors, int64_t dim) {
+  T* po = out.data<T>();
+  for (int64_t p = 0; p < out.numel(); ++p) {
+    Shape c(out.dim());
+    for (int64_t d = out.dim() - 1, rest = p; d >= 0; --d) {
+      c[d] = rest % out.shape()[d];
+      rest /= out.shape()[d];
+    }
+    size_t k = 0;
+    while (c[dim] >= tensors[k].shape()[dim]) c[dim] -= tensors[k++].shape()[dim];
+    const T* pk = static_cast<const T*>(tensors[k].storage()->data()) + tensors[k].offset();
+    int64_t off = 0;
+    for (int64_t d = 0; d < out.dim(); ++d) off += c[d] * tensors[k].strides()[d];
+    po[p] = pk[off];
+  }
+}
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Where where) {
+  CallSite site(where);
+  LOOM_CHECK(!tensors.empty(), "cat: expected at least one tensor");
+  const Tensor& first = tensors[0];
+  LOOM_CHECK(first.dim() >= 1, "cat: zero-dimensional tensor (shape {}) cannot be concatenated", first.shape());
+  dim = wrap_dim(dim, first.dim(), "cat");
+  Shape out_shape = first.shape();
+  out_shape[dim] = 0;
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const Tensor& t = tensors[k];
+    detail::check_same_kind("cat", first, t);
+    detail::require_cpu("cat", t);
+    bool match = t.dim() == first.dim();
+    for (int64_t d = 0; match && d < t.dim(); ++d) match = d == dim || t.shape()[d] == first.shape()[d];
+    LOOM_CHECK(match, "cat: tensor {} has shape {} but tensor 0 has shape {}; all dims except dim {} must match", k,
+               t.shape(), first.shape(), dim);
+    out_shape[dim] += t.shape()[dim];
+  }
+  Tensor out = Tensor::empty(out_shape, {first.dtype(), first.device()});
+  if (kernel_mode() == KernelMode::reference) {
+    dispatch_all(first.dtype(), "cat", [&](auto tag) { reference_cat<typename decltype(tag)::type>(out, tensors, dim); });
+  } else {
+    NoGradGuard kernel_internals;  // copies into views of out are this op's kernel
+    int64_t offset = 0;
+    for (const Tensor& t : tensors) {
+      if (t.shape()[dim] > 0) copy_(narrow(out, dim, offset, t.shape()[dim]), t);
+      offset += t.shape()[dim];
+    }
+  }
+  Shape sizes;
+  for (const Tensor& t : tensors) sizes.push_back(t.shape()[dim]);
+  return record("cat", tensors, out, [dim, sizes](BackwardContext& c, const Tensor& g) -> detail::Grads {
+    detail::Grads grads;
+    int64_t offset = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      grads.push_back(c.needs(k) ? narrow(g, dim, offset, sizes[k]) : Tensor());
+      offset += sizes[k];
+    }
+    return grads;
+  });
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, Where where) {
+  CallSite site(where);
+  LOOM_CHECK(!tensors.empty(), "stack: expected at least one tensor");
+  for (size_t k = 1; k < tensors.size(); ++k)
+    LOOM_CHECK(tensors[k].shape() == tensors[0].shape(),
+               "stack: tensor {} has shape {} but tensor 0 has shape {}; all must be equal", k, tensors[k].shape(),
+               tensors[0].shape());
+  int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> unsqueezed;
+  for (const Tensor& t : tensors) unsqueezed.push_back(unsqueeze(t, d));
+  return cat(unsqueezed, d);
+}
+
+LOOM_OP(cat){
+    .name = "cat",
+    .call = [](const OpArgs& x) { return cat({x[0], x[1], x[2]}, 1); },
+    .samples = {{{{{2, 3}}, {{2, 1}}, {{2, 4}}}, {}, "3 tensors dim=1"},
+                {{{{1, 3}}, {{2, 3}}}, [](const OpArgs& x) { return cat({x[0], x[1]}, 0); }, "dim=0"},
+                {{{{2, 3, 2}}, {{2, 3, 3}}}, [](const OpArgs& x) { return cat({x[0], x[1], x[0]}, -1); },
+                 "dim=-1, an input used twice"}},
+};
+
+LOOM_OP(stack){
+    .name = "stack",
+    .call = [](const OpArgs& x) { return stack({x[0], x[1], x[2]}, 1); },
+    .samples = {{{{{2, 3}}, {{2, 3}}, {{2, 3}}}, {}, "3 tensors dim=1"},
+                {{{{4}}, {{4}}}, [](const OpArgs& x) { return stack({x[0], x[1]}, -1); }, "1-D dim=-1"}},
+};
+
+}  // namespace loom

@@ -1,0 +1,128 @@
+#pragma once
+// Row plumbing shared by the fused last-dim ops (softmax, log_softmax, layer
+// norm, cross-entropy): inputs as dense rows, masks broadcast along rows, and
+// OpenMP over rows. Each row is computed start to finish by one thread in a
+// fixed order, so results are the same bits for any thread count.
+#include <omp.h>
+
+#include <limits>
+#include <type_traits>
+
+#include "elementwise.h"
+
+namespace loom::detail {
+
+// x as dense row-major memory, outside autograd: kernels read it directly.
+// A copy is made only for strided or expanded views.
+inline Tensor dense(const Tensor& x) {
+  if (!x.defined() || x.is_contiguous()) return x;
+  NoGradGuard no_grad;
+  return contiguous(x.detach());
+}
+
+// [..., D] seen as rows x D (a 0-d tensor is one row of one element).
+struct RowShape {
+  int64_t rows = 0, size = 0;
+};
+inline RowShape row_shape(const Tensor& x) {
+  int64_t size = x.dim() == 0 ? 1 : x.shape().back();
+  return {size == 0 ? 0 : x.numel() / size, size};
+}
+
+// body(r) for every row r; static split over threads when the work is large.
+template <typename Body>
+void parallel_rows(int64_t rows, int64_t size, Body body) {
+  const bool parallel = rows > 1 && rows * size >= kernels::kParallelGrain && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < rows; ++r) body(r);
+}
+
+template <typename T>
+inline constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+// ---- masks broadcast along rows ----
+enum class MaskKind { none, additive, boolean };
+
+// A mask read in place (no copy) as broadcast to x's shape: row r of it starts
+// at element row_base(r) and steps by `step` along the row (0 when broadcast).
+struct RowMask {
+  MaskKind kind = MaskKind::none;
+  const void* data = nullptr;
+  Shape outer_sizes, outer_strides;
+  int64_t step = 0;
+
+  int64_t row_base(int64_t r) const { return strided_offset(r, outer_sizes, outer_strides); }
+  template <typename T>
+  const T* row(int64_t r) const { return static_cast<const T*>(data) + row_base(r); }
+};
+
+// Checks `mask` against x (broadcastable; bool, or x's float dtype) and views it.
+inline RowMask row_mask(std::string_view op, const Tensor& mask, const Tensor& x) {
+  RowMask m;
+  if (!mask.defined()) return m;
+  require_cpu(op, mask);
+  LOOM_CHECK(mask.dtype() == DType::b8 || mask.dtype() == x.dtype(),
+             "{}: mask must be bool (true = masked) or {} like the input (additive), got {}", op,
+             dtype_name(x.dtype()), dtype_name(mask.dtype()));
+  LOOM_CHECK(mask.dim() <= x.dim() && kernels::broadcast_shapes(x.shape(), mask.shape(), op) == x.shape(),
+             "{}: mask of shape {} cannot be broadcast to the input's shape {}", op, mask.shape(), x.shape());
+  Shape strides = kernels::broadcast_strides(mask, x.shape());
+  m.kind = mask.dtype() == DType::b8 ? MaskKind::boolean : MaskKind::additive;
+  m.data = mask.raw_data();
+  m.outer_sizes.assign(x.shape().begin(), x.shape().end() - 1);
+  m.outer_strides.assign(strides.begin(), strides.end() - 1);
+  m.step = strides.back();
+  return m;
+}
+
+// The logit of element j of a row after masking: x + mask, or -inf where a bool mask is true.
+template <MaskKind K, typename T>
+inline T masked_logit(T x, const void* mask_row, int64_t step, int64_t j) {
+  if constexpr (K == MaskKind::none) return x;
+  else if constexpr (K == MaskKind::additive) return x + static_cast<const T*>(mask_row)[j * step];
+  else return static_cast<const bool*>(mask_row)[j * step] ? kNegInf<T> : x;
+}
+
+// Calls fn(std::integral_constant<MaskKind, K>{}) for the mask's kind, so the
+// row loops are compiled once per kind with no per-element branch on it.
+template <typename Fn>
+void dispatch_mask(const RowMask& m, Fn&& fn) {
+  switch (m.kind) {
+    case MaskKind::none: fn(std::integral_constant<MaskKind, MaskKind::none>{}); break;
+    case MaskKind::additive: fn(std::integral_constant<MaskKind, MaskKind::additive>{}); break;
+    case MaskKind::boolean: fn(std::integral_constant<MaskKind, MaskKind::boolean>{}); break;
+  }
+}
+
+// Row r of the mask for float type T (an additive mask is T, a bool mask one byte).
+template <typename T>
+inline const void* mask_row_ptr(const RowMask& m, int64_t r) {
+  if (m.kind == MaskKind::none) return nullptr;
+  int64_t element_size = m.kind == MaskKind::boolean ? 1 : static_cast<int64_t>(sizeof(T));
+  return static_cast<const char*>(m.data) + m.row_base(r) * element_size;
+}
+
+// Moves `dim` to the end (a transposed view) so a last-dim kernel can run over it.
+inline Tensor move_to_last(const Tensor& t, int64_t dim) {
+  return dim == t.dim() - 1 ? t : transpose(t, dim, -1);
+}
+
+// ---- sample helpers for the registrations ----
+// A causal mask [t, t]: true above the diagonal (position i may not see j > i).
+inline Tensor causal_mask(int64_t t) {
+  Tensor m = Tensor::empty({t, t}, {DType::b8});
+  bool* p = m.data<bool>();
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) p[i * t + j] = j > i;
+  return m;
+}
+// The same mask as an additive float64 mask: 0 where visible, -inf where masked.
+inline Tensor causal_additive(int64_t t) {
+  Tensor m = Tensor::empty({t, t}, {DType::f64});
+  double* p = m.data<double>();
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) p[i * t + j] = j > i ? kNegInf<double> : 0.0;
+  return m;
+}
+
+}  // namespace loom::detail

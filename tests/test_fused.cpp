@@ -1,0 +1,203 @@
+// Fused ops: forward values against PyTorch, numerical edge cases (huge logits,
+// fully masked rows), dropout's thread-count independence, cross-entropy errors.
+// Gradients (and fused == composed) are covered by the registry matrix.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+
+#include "loom/kernels/mode.h"
+#include "loom/ops.h"
+
+using namespace loom;
+
+namespace {
+
+void check_values(const Tensor& t, const std::vector<double>& expected, double eps = 1e-12) {
+  auto v = t.to_vector<double>();
+  REQUIRE(v.size() == expected.size());
+  for (size_t i = 0; i < v.size(); ++i) CHECK(v[i] == doctest::Approx(expected[i]).epsilon(eps));
+}
+
+bool all_finite(const Tensor& t) {
+  for (double v : t.to_vector<double>())
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+Tensor bool_tensor(const std::vector<bool>& values, const Shape& shape) {
+  Tensor m = Tensor::empty(shape, {DType::b8});
+  for (size_t i = 0; i < values.size(); ++i) m.data<bool>()[i] = values[i];
+  return m;
+}
+
+Tensor ids(const std::vector<int64_t>& values) { return from_vector(values, {static_cast<int64_t>(values.size())}, {DType::i64}); }
+
+}  // namespace
+
+// Provenance of every expected value below: /usr/bin/python3 with torch, float64:
+//   x = torch.tensor([[1.,2.,3.,4.],[-1.,0.,1.,2.5]], dtype=torch.float64)
+//   torch.softmax(x, -1).flatten().tolist(); torch.log_softmax(x, -1).flatten().tolist()
+TEST_CASE("softmax and log_softmax match PyTorch") {
+  Tensor x = tensor({{1., 2., 3., 4.}, {-1., 0., 1., 2.5}}, f64);
+  check_values(softmax(x), {0.03205860328008499, 0.08714431874203257, 0.23688281808991016, 0.6439142598879724,
+                            0.022612775055033882, 0.061467895523130596, 0.16708706343414498, 0.7488322659876905});
+  check_values(log_softmax(x), {-3.4401896985611953, -2.4401896985611953, -1.4401896985611953,
+                                -0.44018969856119533, -3.7892402644857746, -2.7892402644857746,
+                                -1.7892402644857746, -0.2892402644857746});
+  // Over dim 0 equals over the last dim of the transpose.
+  check_values(softmax(x, 0), softmax(transpose(x, 0, 1)).transpose(0, 1).to_vector<double>(), 1e-15);
+}
+
+// x = torch.tensor([[1.,2.,3.,4.],[0.5,-1.,2.,0.]], dtype=torch.float64)
+// w = torch.tensor([1.,0.5,-1.,2.], dtype=torch.float64); b = torch.tensor([0.,0.1,0.2,-0.3], dtype=torch.float64)
+// torch.nn.functional.layer_norm(x, (4,), w, b, 1e-5).flatten().tolist()
+TEST_CASE("layer_norm matches PyTorch") {
+  Tensor x = tensor({{1., 2., 3., 4.}, {0.5, -1., 2., 0.}}, f64);
+  Tensor w = tensor({1., 0.5, -1., 2.}, f64), b = tensor({0., 0.1, 0.2, -0.3}, f64);
+  check_values(layer_norm(x, w, b, 1e-5),
+               {-1.341635419968927, -0.12360590332815455, -0.24721180665630887, 2.383270839937854,
+                0.11546956116884854, -0.5350825864286669, -1.301104295195031, -0.9928173670130911});
+  // float32 agrees to float32 precision.
+  check_values(layer_norm(x.to(f32), w.to(f32), b.to(f32)), layer_norm(x, w, b).to_vector<double>(), 1e-5);
+}
+
+// lg = torch.tensor([[1.,2.,0.5],[0.1,-1.,2.],[3.,0.,1.]], dtype=torch.float64, requires_grad=True)
+// t = torch.tensor([2,-100,0])
+// l = torch.nn.functional.cross_entropy(lg, t, label_smoothing=0.1, ignore_index=-100); l.backward()
+// l.item(); lg.grad.flatten().tolist()
+TEST_CASE("label-smoothed cross-entropy matches PyTorch (value and gradient)") {
+  Tensor logits = tensor({{1., 2., 0.5}, {0.1, -1., 2.}, {3., 0., 1.}}, f64);
+  logits.requires_grad_();
+  Tensor loss = label_smoothed_cross_entropy(logits, ids({2, -100, 0}), 0.1);
+  CHECK(loss.item<double>() == doctest::Approx(1.1171074018321152).epsilon(1e-12));
+  loss.backward();
+  check_values(logits.grad(), {0.09894528214440786, 0.29759919293921455, -0.39654447508362245, 0.0, 0.0, 0.0,
+                               -0.04476929942599689, 0.004338366400366358, 0.04043093302563057});
+}
+
+TEST_CASE("logits of magnitude 1e4 stay finite and correct") {
+  const double e1 = std::exp(-1.0);
+  for (DType dt : {f64, f32}) {
+    Tensor x = tensor({{1e4, 1e4 - 1, -1e4}, {-1e4, -1e4, -1e4}}, dt);
+    Tensor y = softmax(x), ly = log_softmax(x);
+    CHECK(all_finite(y));
+    CHECK(all_finite(ly));
+    double tol = dt == f64 ? 1e-12 : 1e-6;
+    check_values(y, {1 / (1 + e1), e1 / (1 + e1), 0.0, 1 / 3.0, 1 / 3.0, 1 / 3.0}, tol);
+    auto l = ly.to_vector<double>();
+    CHECK(l[0] == doctest::Approx(-std::log1p(e1)).epsilon(tol));
+    CHECK(l[2] == doctest::Approx(-2e4 - std::log1p(e1)).epsilon(tol));
+    CHECK(l[3] == doctest::Approx(-std::log(3.0)).epsilon(tol));
+    Tensor loss = label_smoothed_cross_entropy(x, ids({0, 2}), 0.1);
+    CHECK(std::isfinite(loss.item<double>()));
+  }
+}
+
+TEST_CASE("fully masked rows: softmax 0, log_softmax -inf, gradients 0, no NaN") {
+  Tensor x = tensor({{0.5, -1., 2.}, {1., 2., 3.}}, f64);
+  // Row 0 fully masked, row 1 masks its last entry.
+  Tensor mask = bool_tensor({true, true, true, false, false, true}, {2, 3});
+  Tensor g = tensor({{1., 2., 3.}, {0.5, -1., 4.}}, f64);
+
+  x.requires_grad_();
+  Tensor y = softmax(x, -1, mask);
+  auto yv = y.to_vector<double>();
+  CHECK(yv[0] == 0.0);
+  CHECK(yv[1] == 0.0);
+  CHECK(yv[2] == 0.0);
+  CHECK(yv[5] == 0.0);
+  CHECK(yv[3] + yv[4] == doctest::Approx(1.0));
+  auto gx = grad({y}, {x}, {g})[0];
+  CHECK(all_finite(gx));
+  auto gxv = gx.to_vector<double>();
+  for (int i : {0, 1, 2, 5}) CHECK(gxv[i] == 0.0);
+
+  Tensor ly = log_softmax(x, -1, mask);
+  auto lv = ly.to_vector<double>();
+  for (int i : {0, 1, 2, 5}) CHECK(lv[i] == -INFINITY);
+  CHECK(std::exp(lv[3]) + std::exp(lv[4]) == doctest::Approx(1.0));
+  auto lg = grad({ly}, {x}, {g})[0].to_vector<double>();
+  for (int i : {0, 1, 2, 5}) CHECK(lg[i] == 0.0);
+  CHECK(lg[3] == doctest::Approx(0.5 - std::exp(lv[3]) * (0.5 - 1.0)));
+
+  // The same through an additive -inf mask, and a second derivative stays finite.
+  Tensor additive = tensor({{-INFINITY, -INFINITY, -INFINITY}, {0., 0., -INFINITY}}, f64);
+  Tensor y2 = softmax(x, -1, additive);
+  check_values(y2, yv, 1e-15);
+  Tensor first = grad({y2}, {x}, {g}, true, true)[0];
+  Tensor second = grad({sum(mul(first, first))}, {x})[0];
+  CHECK(all_finite(second));
+
+  // A mask of the wrong shape names both shapes.
+  CHECK_THROWS_WITH_AS(softmax(x, -1, bool_tensor({true, false}, {2})),
+                       doctest::Contains("cannot be broadcast"), Error);
+}
+
+TEST_CASE("attention exposes its weights and honours a causal mask") {
+  Generator gen(3);
+  Tensor q = randn({1, 2, 4, 3}, {f64}, gen), k = randn({1, 2, 4, 3}, {f64}, gen), v = randn({1, 2, 4, 5}, {f64}, gen);
+  Tensor mask = bool_tensor({false, true, true, true, false, false, true, true, false, false, false, true,
+                             false, false, false, false},
+                            {4, 4});
+  Tensor weights;
+  Tensor out = scaled_dot_product_attention(q, k, v, mask, 0.0, false, gen, &weights);
+  CHECK(out.shape() == Shape{1, 2, 4, 5});
+  REQUIRE(weights.shape() == Shape{1, 2, 4, 4});
+  auto w = weights.to_vector<double>();
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      if (j > i) CHECK(w[i * 4 + j] == 0.0);
+  CHECK(w[0] == doctest::Approx(1.0));  // the first position sees only itself
+  check_values(out, matmul(weights, v).to_vector<double>(), 1e-14);
+}
+
+TEST_CASE("dropout: same mask for any thread count, keep fraction 1 - p, identity when off") {
+  const int64_t n = int64_t(1) << 20;
+  Tensor x = ones({n}, {f32});
+  int saved = omp_get_max_threads();
+  Generator g1(42), g2(42);
+  omp_set_num_threads(1);
+  Tensor a = dropout(x, 0.3, true, g1);
+  omp_set_num_threads(2);
+  Tensor b = dropout(x, 0.3, true, g2);
+  omp_set_num_threads(saved);
+  auto av = a.to_vector<float>(), bv = b.to_vector<float>();
+  CHECK(av == bv);
+  int64_t kept = 0, other = 0;
+  const float scale = static_cast<float>(1.0 / 0.7);
+  for (float v : av) {
+    kept += v == scale;
+    other += v != scale && v != 0.0f;
+  }
+  CHECK(other == 0);  // every element is dropped (0) or kept and scaled by 1/(1-p)
+  double fraction = static_cast<double>(kept) / static_cast<double>(n);
+  CHECK(fraction == doctest::Approx(0.7).epsilon(0.005));  // 0.7 +- 0.0035: > 7 sigma at n = 2^20
+  // A generator advances: the next call draws a different mask.
+  CHECK(dropout(x, 0.3, true, g1).to_vector<float>() != av);
+  // Reference kernel: the same mask.
+  {
+    KernelModeGuard reference(KernelMode::reference);
+    Generator g3(42);
+    CHECK(dropout(x, 0.3, true, g3).to_vector<float>() == av);
+  }
+  // Off: the input itself.
+  CHECK(dropout(x, 0.3, false, g1).same(x));
+  CHECK(dropout(x, 0.0, true, g1).same(x));
+  CHECK_THROWS_AS(dropout(x, 1.5, true, g1), Error);
+}
+
+TEST_CASE("cross-entropy: out-of-range target names the id and V; all ignored gives 0") {
+  Tensor logits = tensor({{1., 2., 0.5, 0.}, {0.1, -1., 2., 3.}}, f64);
+  CHECK_THROWS_WITH_AS(label_smoothed_cross_entropy(logits, ids({1, 7}), 0.1),
+                       doctest::Contains("target id 7"), Error);
+  CHECK_THROWS_WITH_AS(label_smoothed_cross_entropy(logits, ids({-3, 0}), 0.1), doctest::Contains("V = 4"),
+                       Error);
+  CHECK_THROWS_AS(label_smoothed_cross_entropy(logits, ids({0, 1, 2}), 0.1), Error);  // wrong target shape
+
+  logits.requires_grad_();
+  Tensor loss = label_smoothed_cross_entropy(logits, ids({-100, -100}), 0.1);
+  CHECK(loss.item<double>() == 0.0);
+  loss.backward();
+  for (double g : logits.grad().to_vector<double>()) CHECK(g == 0.0);
+}
