@@ -174,7 +174,7 @@ TEST_CASE("masked_fill: value where masked, zero gradient there") {
   check_values(x.grad(), {1, 0, 1, 1, 0, 1});
 }
 
-TEST_CASE("errors name the op and both shapes or dtypes") {
+TEST_CASE("errors name the op and both shapes (shape mismatch) or both dtypes (dtype mismatch)") {
   auto a = zeros({2, 3}, {f64});
   auto b = zeros({4}, {f64});
   for (auto [name, call] : std::vector<std::pair<std::string, std::function<Tensor()>>>{
@@ -202,8 +202,6 @@ TEST_CASE("errors name the op and both shapes or dtypes") {
     CHECK(contains(message, name + ":"));
     CHECK(contains(message, "float64"));
     CHECK(contains(message, "float32"));
-    CHECK(contains(message, "[2, 3]"));
-    CHECK(contains(message, "[3]"));
   }
 
   CHECK(contains(error_of([] { sqrt(tensor({4.0, 9.0}, i64)); }), "sqrt: expected a floating dtype"));

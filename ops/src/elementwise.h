@@ -20,9 +20,8 @@ inline void require_cpu(std::string_view op, const Tensor& t) {
 inline void check_same_kind(std::string_view op, const Tensor& a, const Tensor& b) {
   LOOM_CHECK(a.device() == b.device(), "{}: operands are on different devices ({} and {})", op, a.device(),
              b.device());
-  LOOM_CHECK(a.dtype() == b.dtype(),
-             "{}: operands have different dtypes ({} of shape {} and {} of shape {}); cast one with to_dtype", op,
-             dtype_name(a.dtype()), a.shape(), dtype_name(b.dtype()), b.shape());
+  LOOM_CHECK(a.dtype() == b.dtype(), "{}: operands have different dtypes ({} and {}); cast one with to_dtype", op,
+             dtype_name(a.dtype()), dtype_name(b.dtype()));
 }
 
 template <typename F, typename Dispatch>
