@@ -174,7 +174,7 @@ LOOM_OP(softmax){
                  "additive mask [4,5]", [](const OpArgs& x) { return softmax_composed(add(x[0], x[1]), -1); }},
                 {{{{2, 5, 3}}, {{5, 1}}}, [](const OpArgs& x) { return softmax(x[0], 1, x[1]); },
                  "dim=1, additive mask [5,1]", [](const OpArgs& x) { return softmax_composed(add(x[0], x[1]), 1); }},
-                {{{{2, 4, 4}}}, [](const OpArgs& x) { return softmax(x[0], -1, detail::causal_mask(4)); },
+                {{{{2, 4, 4}}}, [](const OpArgs& x) { return softmax(x[0], -1, causal_mask(4)); },
                  "causal bool mask",
                  [](const OpArgs& x) { return softmax_composed(add(x[0], detail::causal_additive(4)), -1); }}},
     .composed = [](const OpArgs& x) { return softmax_composed(x[0], -1); },
