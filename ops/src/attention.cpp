@@ -49,7 +49,7 @@ LOOM_OP(scaled_dot_product_attention){
     .call = [](const OpArgs& x) { return attention_fixed(x, {}, 0.0); },
     .samples = {{{{{1, 2, 3, 3}}, {{1, 2, 4, 3}}, {{1, 2, 4, 2}}}},
                 {{{{2, 4, 3}}, {{2, 4, 3}}, {{2, 4, 2}}},
-                 [](const OpArgs& x) { return attention_fixed(x, detail::causal_mask(4), 0.0); }, "causal mask",
+                 [](const OpArgs& x) { return attention_fixed(x, causal_mask(4), 0.0); }, "causal mask",
                  [](const OpArgs& x) { return attention_composed(x, detail::causal_additive(4)); }},
                 {{{{2, 3, 3}}, {{2, 4, 3}}, {{2, 4, 2}}},
                  [](const OpArgs& x) { return attention_fixed(x, {}, 0.25); }, "dropout p=0.25"}},

@@ -71,7 +71,8 @@ double loss_fast(const T* x, const Targets& t, int64_t ignore_index, RowShape s,
       total_x += xr[j];
     }
     double total_exp = 0;
-    for (int64_t j = 0; j < n; ++j) total_exp += std::exp(xr[j] - mx);
+#pragma omp simd reduction(+ : total_exp)
+    for (int64_t j = 0; j < n; ++j) total_exp += fn::Exp{}(xr[j] - mx);
     const double log_total = std::log(total_exp);
     const double nll = (mx - xr[t.ids[r]]) + log_total;                          // -log p_target
     const double smooth = (mx - total_x / static_cast<double>(n)) + log_total;  // mean_v -log p_v
@@ -121,7 +122,7 @@ void backward_fast(T* out, const T* x, const Targets& t, int64_t ignore_index, R
     double total = 0;
 #pragma omp simd reduction(+ : total)
     for (int64_t j = 0; j < n; ++j) {
-      T e = std::exp(xr[j] - mx);
+      T e = fn::Exp{}(xr[j] - mx);
       o[j] = e;
       total += e;
     }

@@ -1,6 +1,7 @@
 // Gradient checks in float64 and the per-op test matrix built from the registry.
 #include "loom/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -242,6 +243,21 @@ std::vector<Tensor> vjp(const Tensor& out, const std::vector<Tensor>& leaves) {
   return grad({out}, wrt, {v}, false, false, true);
 }
 
+// An op's output followed by its vector-Jacobian products: what two
+// implementations of the same op must agree on.
+std::vector<Tensor> value_and_vjp(const OpCall& call, const std::vector<Tensor>& leaves) {
+  Tensor out = call(leaves);
+  std::vector<Tensor> result = {out};
+  for (const Tensor& g : vjp(out, leaves)) result.push_back(g);
+  return result;
+}
+
+// The same, on the plain reference kernels.
+std::vector<Tensor> value_and_vjp_reference(const OpCall& call, const std::vector<Tensor>& leaves) {
+  KernelModeGuard reference(KernelMode::reference);
+  return value_and_vjp(call, leaves);
+}
+
 CheckResult compare_outputs(const std::string& check, const std::vector<Tensor>& expected,
                             const std::vector<Tensor>& actual, double tol) {
   CheckResult r;
@@ -288,6 +304,8 @@ std::vector<CheckResult> check_op(const OpInfo& op) {
   // Agreement between two implementations of the same float64 math (different
   // summation orders) is far tighter than finite differences.
   constexpr double kSameMathTolerance = 1e-10;
+  // float32 kernels may round differently (vector exp, summation order): a few ulp.
+  constexpr double kFloat32Tolerance = 1e-5;
   for (size_t s = 0; s < op.samples.size(); ++s) {
     const Sample& sample = op.samples[s];
     const OpCall call = sample.call ? sample.call : op.call;
@@ -321,25 +339,27 @@ std::vector<CheckResult> check_op(const OpInfo& op) {
 
     // Fast kernels against the plain reference kernels: values and gradients.
     guarded("reference", [&] {
-      Tensor fast_out = call(leaves);
-      std::vector<Tensor> fast = {fast_out};
-      for (const Tensor& g : vjp(fast_out, leaves)) fast.push_back(g);
-      KernelModeGuard reference(KernelMode::reference);
-      Tensor ref_out = call(leaves);
-      std::vector<Tensor> ref = {ref_out};
-      for (const Tensor& g : vjp(ref_out, leaves)) ref.push_back(g);
-      return compare_outputs("reference", fast, ref, kSameMathTolerance);
+      return compare_outputs("reference", value_and_vjp(call, leaves), value_and_vjp_reference(call, leaves),
+                             kSameMathTolerance);
     });
+
+    // The same in float32, where fast kernels take their vector paths (e.g. the
+    // polynomial exp) that float64 never reaches.
+    bool has_float = std::any_of(values.begin(), values.end(), [](const Tensor& v) { return is_floating(v.dtype()); });
+    if (has_float) {
+      guarded("reference32", [&] {
+        std::vector<Tensor> singles;
+        for (const Tensor& v : values) singles.push_back(is_floating(v.dtype()) ? to_dtype(v, DType::f32) : v);
+        std::vector<Tensor> leaves32 = as_leaves(singles, sample, op.differentiable);
+        return compare_outputs("reference32", value_and_vjp(call, leaves32), value_and_vjp_reference(call, leaves32),
+                               kFloat32Tolerance);
+      });
+    }
 
     if (composed) {
       guarded("composed", [&] {
-        Tensor fused_out = call(leaves);
-        std::vector<Tensor> fused = {fused_out};
-        for (const Tensor& g : vjp(fused_out, leaves)) fused.push_back(g);
-        Tensor composed_out = composed(leaves);
-        std::vector<Tensor> comp = {composed_out};
-        for (const Tensor& g : vjp(composed_out, leaves)) comp.push_back(g);
-        return compare_outputs("composed", comp, fused, kSameMathTolerance);
+        return compare_outputs("composed", value_and_vjp(composed, leaves), value_and_vjp(call, leaves),
+                               kSameMathTolerance);
       });
     }
 

@@ -34,7 +34,8 @@ void log_softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
     }
     if (mx == kNegInf<T>) return;  // fully masked row: already all -inf
     double total = 0;
-    for (int64_t j = 0; j < n; ++j) total += std::exp(yr[j] - mx);
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < n; ++j) total += fn::Exp{}(yr[j] - mx);
     const T log_total = static_cast<T>(std::log(total));
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) yr[j] = (yr[j] - mx) - log_total;
@@ -69,7 +70,7 @@ void log_softmax_backward_fast(T* out, const T* y, const T* g, RowShape s) {
     for (int64_t j = 0; j < n; ++j) total += yr[j] == kNegInf<T> ? T(0) : gr[j];
     const T t = static_cast<T>(total);
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) o[j] = yr[j] == kNegInf<T> ? T(0) : gr[j] - std::exp(yr[j]) * t;
+    for (int64_t j = 0; j < n; ++j) o[j] = yr[j] == kNegInf<T> ? T(0) : gr[j] - fn::Exp{}(yr[j]) * t;
   });
 }
 

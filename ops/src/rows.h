@@ -108,15 +108,7 @@ inline Tensor move_to_last(const Tensor& t, int64_t dim) {
 }
 
 // ---- sample helpers for the registrations ----
-// A causal mask [t, t]: true above the diagonal (position i may not see j > i).
-inline Tensor causal_mask(int64_t t) {
-  Tensor m = Tensor::empty({t, t}, {DType::b8});
-  bool* p = m.data<bool>();
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < t; ++j) p[i * t + j] = j > i;
-  return m;
-}
-// The same mask as an additive float64 mask: 0 where visible, -inf where masked.
+// loom::causal_mask(t) as an additive float64 mask: 0 where visible, -inf where masked.
 inline Tensor causal_additive(int64_t t) {
   Tensor m = Tensor::empty({t, t}, {DType::f64});
   double* p = m.data<double>();

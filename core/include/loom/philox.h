@@ -19,18 +19,30 @@ LOOM_HD uint32_t philox_mulhilo(uint32_t a, uint32_t b, uint32_t* hi) {
   return static_cast<uint32_t>(product);
 }
 
-// Ten rounds of Philox 4x32 on `counter` under the 64-bit `key`.
-LOOM_HD Philox4x32 philox4x32_10(Philox4x32 counter, uint32_t key0, uint32_t key1) {
+// One Philox round: two 32x32->64 multiplies, then a Feistel-like mix with the key.
+LOOM_HD Philox4x32 philox_round(Philox4x32 c, uint32_t key0, uint32_t key1) {
   constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  uint32_t hi0, hi1;
+  uint32_t lo0 = philox_mulhilo(kMul0, c.v[0], &hi0);
+  uint32_t lo1 = philox_mulhilo(kMul1, c.v[2], &hi1);
+  return {{hi1 ^ c.v[1] ^ key0, lo1, hi0 ^ c.v[3] ^ key1, lo0}};
+}
+
+// Ten rounds of Philox 4x32 on `counter` under the 64-bit `key`, the key bumped
+// by the Weyl constants between rounds. Written out (no loop) so a loop over
+// blocks vectorizes: eight blocks per AVX2 instruction.
+LOOM_HD Philox4x32 philox4x32_10(Philox4x32 counter, uint32_t key0, uint32_t key1) {
   constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  for (int round = 0; round < 10; ++round) {
-    uint32_t hi0, hi1;
-    uint32_t lo0 = philox_mulhilo(kMul0, counter.v[0], &hi0);
-    uint32_t lo1 = philox_mulhilo(kMul1, counter.v[2], &hi1);
-    counter = {{hi1 ^ counter.v[1] ^ key0, lo1, hi0 ^ counter.v[3] ^ key1, lo0}};
-    key0 += kWeyl0;
-    key1 += kWeyl1;
-  }
+  counter = philox_round(counter, key0, key1);
+  counter = philox_round(counter, key0 + 1 * kWeyl0, key1 + 1 * kWeyl1);
+  counter = philox_round(counter, key0 + 2 * kWeyl0, key1 + 2 * kWeyl1);
+  counter = philox_round(counter, key0 + 3 * kWeyl0, key1 + 3 * kWeyl1);
+  counter = philox_round(counter, key0 + 4 * kWeyl0, key1 + 4 * kWeyl1);
+  counter = philox_round(counter, key0 + 5 * kWeyl0, key1 + 5 * kWeyl1);
+  counter = philox_round(counter, key0 + 6 * kWeyl0, key1 + 6 * kWeyl1);
+  counter = philox_round(counter, key0 + 7 * kWeyl0, key1 + 7 * kWeyl1);
+  counter = philox_round(counter, key0 + 8 * kWeyl0, key1 + 8 * kWeyl1);
+  counter = philox_round(counter, key0 + 9 * kWeyl0, key1 + 9 * kWeyl1);
   return counter;
 }
 

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <type_traits>
 
+#include <type_traits>
+
 #include "loom/hostdevice.h"
+#include "loom/kernels/vec_math.h"
 
 namespace loom::fn {
 
@@ -13,7 +16,16 @@ struct Sub { template <typename T> LOOM_HD T operator()(T a, T b) const { return
 struct Mul { template <typename T> LOOM_HD T operator()(T a, T b) const { return a * b; } };
 struct Div { template <typename T> LOOM_HD T operator()(T a, T b) const { return a / b; } };
 struct Neg { template <typename T> LOOM_HD T operator()(T a) const { return -a; } };
-struct Exp { template <typename T> LOOM_HD T operator()(T a) const { using std::exp; return exp(a); } };
+// float32 takes the vectorizable exp (kernels/vec_math.h); float64 takes libm's.
+struct Exp {
+  template <typename T> LOOM_HD T operator()(T a) const {
+#if !defined(__CUDA_ARCH__)
+    if constexpr (std::is_same_v<T, float>) return kernels::exp_float(a);
+#endif
+    using std::exp;
+    return exp(a);
+  }
+};
 struct Log { template <typename T> LOOM_HD T operator()(T a) const { using std::log; return log(a); } };
 struct Tanh { template <typename T> LOOM_HD T operator()(T a) const { using std::tanh; return tanh(a); } };
 struct Relu { template <typename T> LOOM_HD T operator()(T a) const { return a > T(0) ? a : T(0); } };

@@ -1,0 +1,76 @@
+#pragma once
+// Philox words for 8 consecutive blocks (32 words, in element order: word 4*b + lane
+// of block first + b), the CPU's fast path for random masks. With AVX2 the eight
+// blocks run in the lanes of one register; the result is bit-identical to calling
+// philox_block() eight times (test_random checks it), which remains the definition.
+#include <cstdint>
+
+#include "loom/philox.h"
+
+#if defined(__AVX2__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
+
+namespace loom {
+
+inline constexpr int kPhiloxBatchBlocks = 8;
+
+#if defined(__AVX2__) && !defined(__CUDACC__)
+namespace philox_detail {
+// lo and hi halves of the 32x32->64 products of each lane of a with m.
+inline void mulhilo8(__m256i a, __m256i m, __m256i* lo, __m256i* hi) {
+  *lo = _mm256_mullo_epi32(a, m);
+  __m256i even = _mm256_mul_epu32(a, m);                           // lanes 0,2,4,6 as 64-bit
+  __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);     // lanes 1,3,5,7
+  *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);  // high words back in place
+}
+}  // namespace philox_detail
+
+inline void philox_batch(uint64_t seed, uint64_t offset, uint64_t first_block, uint32_t* words) {
+  using namespace philox_detail;
+  // Counter words: block index (low, high), then the offset (low, high).
+  alignas(32) uint32_t lo[8], hi[8];
+  for (int b = 0; b < 8; ++b) {
+    lo[b] = static_cast<uint32_t>(first_block + b);
+    hi[b] = static_cast<uint32_t>((first_block + b) >> 32);
+  }
+  __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
+  __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
+  __m256i c2 = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(offset)));
+  __m256i c3 = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(offset >> 32)));
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int32_t>(0xD2511F53u));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int32_t>(0xCD9E8D57u));
+  uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    __m256i lo0, hi0, lo1, hi1;
+    mulhilo8(c0, m0, &lo0, &hi0);
+    mulhilo8(c2, m1, &lo1, &hi1);
+    __m256i k0 = _mm256_set1_epi32(static_cast<int32_t>(key0)), k1 = _mm256_set1_epi32(static_cast<int32_t>(key1));
+    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), k0);
+    c1 = lo1;
+    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), k1);
+    c3 = lo0;
+    key0 += 0x9E3779B9u;
+    key1 += 0xBB67AE85u;
+  }
+  // Transpose four 8-lane vectors (word 0..3 of blocks 0..7) into element order.
+  __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+  __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+  __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  auto* out = reinterpret_cast<__m256i*>(words);
+  _mm256_storeu_si256(out + 0, _mm256_permute2x128_si256(u0, u1, 0x20));
+  _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
+  _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
+  _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
+}
+#else
+inline void philox_batch(uint64_t seed, uint64_t offset, uint64_t first_block, uint32_t* words) {
+  for (int b = 0; b < kPhiloxBatchBlocks; ++b) {
+    Philox4x32 r = philox_block(seed, offset, first_block + b);
+    for (int lane = 0; lane < 4; ++lane) words[4 * b + lane] = r.v[lane];
+  }
+}
+#endif
+
+}  // namespace loom

@@ -1,0 +1,77 @@
+// LOOM_KERNELS=reference: a whole training step runs on the plain reference
+// kernels and agrees with the fast kernels.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "loom/kernels/mode.h"
+#include "loom/ops.h"
+
+using namespace loom;
+
+namespace {
+struct StepResult {
+  double loss;
+  std::vector<std::vector<float>> grads;
+};
+
+// A miniature Transformer block, float32: embedding, layer norm, masked
+// self-attention with dropout, a ReLU feed-forward, a tied output projection
+// and label-smoothed cross-entropy.
+StepResult training_step() {
+  const int64_t batch = 3, time = 5, d = 8, vocab = 11;
+  Generator init(11);
+  Tensor emb = randn({vocab, d}, {f32}, init, 0, 0.5);
+  Tensor wq = randn({d, d}, {f32}, init, 0, 0.3), wk = randn({d, d}, {f32}, init, 0, 0.3);
+  Tensor wv = randn({d, d}, {f32}, init, 0, 0.3), w1 = randn({d, 16}, {f32}, init, 0, 0.3);
+  Tensor w2 = randn({16, d}, {f32}, init, 0, 0.3), gamma = ones({d}), beta = zeros({d});
+  std::vector<Tensor> params = {emb, wq, wk, wv, w1, w2, gamma, beta};
+  for (Tensor& p : params) p.requires_grad_();
+  Tensor ids = from_vector<int64_t>({1, 4, 2, 9, 0, 3, 3, 7, 10, 5, 6, 2, 8, 1, 0}, {batch, time}, {i64});
+  Tensor target = from_vector<int64_t>({4, 2, 9, 0, -100, 3, 7, 10, 5, 6, 2, 8, 1, -100, -100}, {batch * time}, {i64});
+
+  Generator drop(5);
+  Tensor x = embedding(emb, ids);                       // [B, T, D]
+  Tensor h = layer_norm(x, gamma, beta);
+  auto heads = [&](const Tensor& w) { return matmul(h, w).reshape({batch, time, 2, d / 2}).permute({0, 2, 1, 3}); };
+  Tensor attn = scaled_dot_product_attention(heads(wq), heads(wk), heads(wv), causal_mask(time), 0.1, true, drop);
+  x = x + attn.permute({0, 2, 1, 3}).reshape({batch, time, d});
+  x = x + matmul(dropout(relu(matmul(layer_norm(x, gamma, beta), w1)), 0.1, true, drop), w2);
+  Tensor logits = matmul(x, emb.t()).reshape({batch * time, vocab});
+  Tensor loss = label_smoothed_cross_entropy(logits, target, 0.1);
+  loss.backward();
+  StepResult result{loss.item<double>(), {}};
+  for (const Tensor& p : params) result.grads.push_back(p.grad().to_vector<float>());
+  return result;
+}
+}  // namespace
+
+TEST_CASE("a training step on the reference kernels matches the fast kernels") {
+  StepResult fast = training_step();
+  StepResult reference = [] {
+    KernelModeGuard guard(KernelMode::reference);
+    return training_step();
+  }();
+  CHECK(std::isfinite(fast.loss));
+  CHECK(fast.loss == doctest::Approx(reference.loss).epsilon(1e-5));
+  REQUIRE(fast.grads.size() == reference.grads.size());
+  for (size_t p = 0; p < fast.grads.size(); ++p) {
+    double worst = 0, largest = 0;
+    for (size_t i = 0; i < fast.grads[p].size(); ++i) {
+      worst = std::max(worst, std::abs(double(fast.grads[p][i]) - reference.grads[p][i]));
+      largest = std::max(largest, std::abs(double(reference.grads[p][i])));
+    }
+    INFO("parameter ", p, ": max difference ", worst, " (largest gradient ", largest, ")");
+    CHECK(largest > 0);  // every parameter is trained
+    CHECK(worst <= 1e-5 * (1 + largest));
+  }
+}
+
+TEST_CASE("LOOM_KERNELS=reference selects the reference kernels at start-up") {
+  // ctest runs this binary twice: plain, and with LOOM_KERNELS=reference (tests/CMakeLists.txt).
+  const char* env = std::getenv("LOOM_KERNELS");
+  bool want_reference = env && std::string(env) == "reference";
+  CHECK((kernel_mode() == KernelMode::reference) == want_reference);
+}
