@@ -54,7 +54,7 @@ struct Sign {
 // 1 / (1 + e^-x); for very negative x, e^-x overflows to inf and the result is
 // exactly 0, so no special case is needed.
 struct Sigmoid {
-  template <typename T> LOOM_HD T operator()(T a) const { using std::exp; return T(1) / (T(1) + exp(-a)); }
+  template <typename T> LOOM_HD T operator()(T a) const { return T(1) / (T(1) + Exp{}(-a)); }
 };
 // g * y * (1 - y) from y = sigmoid(x): the derivative of sigmoid in terms of its output.
 struct SigmoidBackward { template <typename T> LOOM_HD T operator()(T y, T g) const { return g * y * (T(1) - y); } };
@@ -75,7 +75,7 @@ struct GeluBackward {
     using std::erf;
     using std::exp;
     T cdf = T(0.5) * (T(1) + erf(x * T(kSqrtHalf)));
-    T pdf = T(kInvSqrt2Pi) * exp(T(-0.5) * x * x);
+    T pdf = T(kInvSqrt2Pi) * Exp{}(T(-0.5) * x * x);
     return g * (cdf + x * pdf);
   }
 };
