@@ -32,8 +32,9 @@ out="${OUT:-$(mktemp -d)}"
 mkdir -p "$out"
 
 export OMP_NUM_THREADS="$threads"
+cores=$(getconf _NPROCESSORS_ONLN)
 echo "bench/ops.sh: OMP_NUM_THREADS=$OMP_NUM_THREADS OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" \
-     "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+     "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $cores cores"
 
 args=(--threads "$threads" --seconds "$seconds")
 [[ -n "$filter" ]] && args+=(--filter "$filter")
