@@ -5,5 +5,6 @@ namespace loom::tools {
 
 // Each subcommand adds itself to the app and returns the code to exit with.
 void add_gradcheck_command(CLI::App& app, int& exit_code);
+void add_bench_command(CLI::App& app, int& exit_code);
 
 }  // namespace loom::tools
