@@ -109,7 +109,9 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
       gemm<T>(la->trans, lb->trans, m, count, k, A, la->ld, at(B, *lb, 0, start), lb->ld, C + start, n);
   };
   const int64_t items = batches * blocks;
-#pragma omp parallel for schedule(static) if (items > 1)
+  // Always inside a parallel region, even for one item: outside one, OpenBLAS would
+  // use its own threads and its thread-count-dependent split.
+#pragma omp parallel for schedule(static)
   for (int64_t item = 0; item < items; ++item) work(item);
 }
 
