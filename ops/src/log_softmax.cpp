@@ -21,24 +21,26 @@ using detail::RowShape;
 template <typename T, MaskKind K>
 void log_softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
   const int64_t n = s.size;
-  detail::parallel_rows(s.rows, n, [&](int64_t r) {
-    const T* xr = x + r * n;
-    T* yr = out + r * n;
-    const void* mr = detail::mask_row_ptr<T>(mask, r);
-    T mx = kNegInf<T>;
+  detail::with_mask_step(mask, [&](auto step) {
+    detail::parallel_rows(s.rows, n, [&](int64_t r) {
+      const T* xr = x + r * n;
+      T* yr = out + r * n;
+      const void* mr = detail::mask_row_ptr<T>(mask, r);
+      T mx = kNegInf<T>;
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) {
-      T z = detail::masked_logit<K>(xr[j], mr, mask.step, j);
-      yr[j] = z;
-      mx = z > mx ? z : mx;
-    }
-    if (mx == kNegInf<T>) return;  // fully masked row: already all -inf
-    double total = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        T z = detail::masked_logit<K>(xr[j], mr, step, j);
+        yr[j] = z;
+        mx = z > mx ? z : mx;
+      }
+      if (mx == kNegInf<T>) return;  // fully masked row: already all -inf
+      double total = 0;
 #pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j) total += fn::Exp{}(yr[j] - mx);
-    const T log_total = static_cast<T>(std::log(total));
+      for (int64_t j = 0; j < n; ++j) total += fn::Exp{}(yr[j] - mx);
+      const T log_total = static_cast<T>(std::log(total));
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yr[j] = (yr[j] - mx) - log_total;
+      for (int64_t j = 0; j < n; ++j) yr[j] = (yr[j] - mx) - log_total;
+    });
   });
 }
 

@@ -16,36 +16,46 @@ using detail::MaskKind;
 using detail::RowMask;
 using detail::RowShape;
 
+// row[j] = exp(row[j] - mx), returning their sum accumulated in Acc. fn::Exp is
+// plain arithmetic for float32, so exp and sum run as one vector loop.
+template <typename Acc, typename T>
+Acc exp_and_sum(T* row, int64_t n, T mx) {
+  Acc total = 0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t j = 0; j < n; ++j) {
+    T e = fn::Exp{}(row[j] - mx);
+    row[j] = e;
+    total += e;
+  }
+  return total;
+}
+
 // Fast: three passes over a row kept in cache (logits + max, exp + sum, scale), in place in `out`.
 template <typename T, MaskKind K>
 void softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
   const int64_t n = s.size;
-  detail::parallel_rows(s.rows, n, [&](int64_t r) {
-    const T* xr = x + r * n;
-    T* yr = out + r * n;
-    const void* mr = detail::mask_row_ptr<T>(mask, r);
-    T mx = detail::kNegInf<T>;
+  detail::with_mask_step(mask, [&](auto step) {
+    detail::parallel_rows(s.rows, n, [&](int64_t r) {
+      const T* xr = x + r * n;
+      T* yr = out + r * n;
+      const void* mr = detail::mask_row_ptr<T>(mask, r);
+      T mx = detail::kNegInf<T>;
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) {
-      T z = detail::masked_logit<K>(xr[j], mr, mask.step, j);
-      yr[j] = z;
-      mx = z > mx ? z : mx;
-    }
-    if (mx == detail::kNegInf<T>) {  // fully masked row: zeros, not 0/0
-      for (int64_t j = 0; j < n; ++j) yr[j] = T(0);
-      return;
-    }
-    // fn::Exp is plain arithmetic for float32, so exp and sum run as one vector loop.
-    double total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j) {
-      T e = fn::Exp{}(yr[j] - mx);
-      yr[j] = e;
-      total += e;
-    }
-    const T inv = static_cast<T>(1.0 / total);
+      for (int64_t j = 0; j < n; ++j) {
+        T z = detail::masked_logit<K>(xr[j], mr, step, j);
+        yr[j] = z;
+        mx = z > mx ? z : mx;
+      }
+      if (mx == detail::kNegInf<T>) {  // fully masked row: zeros, not 0/0
+        for (int64_t j = 0; j < n; ++j) yr[j] = T(0);
+        return;
+      }
+      // Short rows (attention over a sentence: at most 64 terms in (0, 1]) sum in
+      // T, within 64 ulp; long rows sum in double.
+      const T inv = n <= 64 ? T(1) / exp_and_sum<T>(yr, n, mx) : static_cast<T>(1.0 / exp_and_sum<double>(yr, n, mx));
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+      for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+    });
   });
 }
 
