@@ -116,6 +116,54 @@ inline Tensor move_to_last(const Tensor& t, int64_t dim) {
   return dim == t.dim() - 1 ? t : transpose(t, dim, -1);
 }
 
+// ---- the shared shell of the masked row ops (softmax, log_softmax) ----
+inline void check_row_input(std::string_view op, const Tensor& x) {
+  require_cpu(op, x);
+  LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32 or float64, got {}", op, dtype_name(x.dtype()));
+  LOOM_CHECK(x.dim() >= 1, "{}: expected at least 1 dim, got a 0-d tensor", op);
+}
+
+// out = kernel over the rows of x (last dim) with `mask`, dtype and mask kind
+// dispatched once: kernel(TypeTag<T>, integral_constant<MaskKind, K>, out, x, mask, shape).
+template <typename Kernel>
+Tensor masked_rows(std::string_view op, const Tensor& x, const Tensor& mask, Kernel kernel) {
+  check_row_input(op, x);
+  RowMask m = row_mask(op, mask, x);
+  Tensor xd = dense(x);
+  Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
+  dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dispatch_mask(m, [&](auto kind) { kernel(tag, kind, out.data<T>(), xd.data<T>(), m, row_shape(x)); });
+  });
+  return out;
+}
+
+// A last-dim row op applied along any `dim`: moved last (mask too) and back.
+template <typename LastDimOp>
+Tensor along_dim(std::string_view op, const Tensor& x, int64_t dim, const Tensor& mask, LastDimOp last_dim_op) {
+  check_row_input(op, x);
+  int64_t d = wrap_dim(dim, x.dim(), op);
+  if (d == x.dim() - 1) return last_dim_op(x, mask);
+  row_mask(op, mask, x);  // check the mask against x before moving dims
+  Tensor m = mask.defined() ? move_to_last(expand(mask, x.shape()), d) : mask;
+  return move_to_last(last_dim_op(move_to_last(x, d), m), d);
+}
+
+// out = kernel(out, y, g, shape) for a row op's backward, inputs checked and made dense.
+template <typename Kernel>
+Tensor row_backward(std::string_view op, const Tensor& y, const Tensor& grad, Kernel kernel) {
+  check_row_input(op, y);
+  check_same_kind(op, y, grad);
+  LOOM_CHECK(y.shape() == grad.shape(), "{}: y has shape {} but grad has shape {}", op, y.shape(), grad.shape());
+  Tensor yd = dense(y), gd = dense(grad);
+  Tensor out = Tensor::empty(y.shape(), {y.dtype(), y.device()});
+  dispatch_floating(y.dtype(), op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    kernel(out.data<T>(), yd.data<T>(), gd.data<T>(), row_shape(y));
+  });
+  return out;
+}
+
 // ---- sample helpers for the registrations ----
 // loom::causal_mask(t) as an additive float64 mask: 0 where visible, -inf where masked.
 inline Tensor causal_additive(int64_t t) {

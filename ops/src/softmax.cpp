@@ -103,26 +103,14 @@ void softmax_backward_reference(T* out, const T* y, const T* g, RowShape s) {
   }
 }
 
-void check_input(std::string_view op, const Tensor& x) {
-  detail::require_cpu(op, x);
-  LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32 or float64, got {}", op, dtype_name(x.dtype()));
-  LOOM_CHECK(x.dim() >= 1, "{}: expected at least 1 dim, got a 0-d tensor", op);
-}
-
 // The primitive: softmax over the last dim.
 Tensor softmax_last(const Tensor& x, const Tensor& mask) {
-  check_input("softmax", x);
-  RowMask m = detail::row_mask("softmax", mask, x);
-  Tensor xd = detail::dense(x);
-  Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
-  dispatch_floating(x.dtype(), "softmax", [&](auto tag) {
+  Tensor out = detail::masked_rows("softmax", x, mask, [](auto tag, auto kind, auto* y, const auto* xs, const RowMask& m,
+                                                       RowShape shape) {
     using T = typename decltype(tag)::type;
-    detail::dispatch_mask(m, [&](auto kind) {
-      constexpr MaskKind K = decltype(kind)::value;
-      if (kernel_mode() == KernelMode::reference)
-        softmax_reference<T, K>(out.data<T>(), xd.data<T>(), m, detail::row_shape(x));
-      else softmax_fast<T, K>(out.data<T>(), xd.data<T>(), m, detail::row_shape(x));
-    });
+    constexpr MaskKind K = decltype(kind)::value;
+    if (kernel_mode() == KernelMode::reference) softmax_reference<T, K>(y, xs, m, shape);
+    else softmax_fast<T, K>(y, xs, m, shape);
   });
   Shape mask_shape = mask.defined() ? mask.shape() : Shape{};
   return record("softmax", {x, mask}, out, [mask_shape](BackwardContext& c, const Tensor& g) -> detail::Grads {
@@ -135,27 +123,15 @@ Tensor softmax_last(const Tensor& x, const Tensor& mask) {
 
 Tensor softmax(const Tensor& x, int64_t dim, const Tensor& mask, Where where) {
   CallSite site(where);
-  check_input("softmax", x);
-  int64_t d = wrap_dim(dim, x.dim(), "softmax");
-  if (d == x.dim() - 1) return softmax_last(x, mask);
-  detail::row_mask("softmax", mask, x);  // check the mask against x before moving dims
-  Tensor m = mask.defined() ? detail::move_to_last(expand(mask, x.shape()), d) : mask;
-  return detail::move_to_last(softmax_last(detail::move_to_last(x, d), m), d);
+  return detail::along_dim("softmax", x, dim, mask, softmax_last);
 }
 
 Tensor softmax_backward(const Tensor& y, const Tensor& grad, Where where) {
   CallSite site(where);
-  check_input("softmax_backward", y);
-  detail::check_same_kind("softmax_backward", y, grad);
-  LOOM_CHECK(y.shape() == grad.shape(), "softmax_backward: y has shape {} but grad has shape {}", y.shape(),
-             grad.shape());
-  Tensor yd = detail::dense(y), gd = detail::dense(grad);
-  Tensor out = Tensor::empty(y.shape(), {y.dtype(), y.device()});
-  dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (kernel_mode() == KernelMode::reference)
-      softmax_backward_reference<T>(out.data<T>(), yd.data<T>(), gd.data<T>(), detail::row_shape(y));
-    else softmax_backward_fast<T>(out.data<T>(), yd.data<T>(), gd.data<T>(), detail::row_shape(y));
+  Tensor out = detail::row_backward("softmax_backward", y, grad, [](auto* o, const auto* ys, const auto* gs, RowShape shape) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    if (kernel_mode() == KernelMode::reference) softmax_backward_reference<T>(o, ys, gs, shape);
+    else softmax_backward_fast<T>(o, ys, gs, shape);
   });
   return record("softmax_backward", {y, grad}, out, [y, grad](BackwardContext& c, const Tensor& v) -> detail::Grads {
     Tensor dy;
