@@ -104,7 +104,10 @@ LOOM_OP(sum){
                 {{{{4, 7}}}, sum_over({1}, false), "dims={1}"},
                 {{{{4, 7}}}, sum_over({0}, true), "dims={0} keepdim"},
                 {{{{2, 3, 5}}}, sum_over({0, 2}, false), "dims={0,2}"},
-                {{{{2, 3, 5}}}, sum_over({-1}, true), "dims={-1} keepdim"}},
+                {{{{2, 3, 5}}}, sum_over({-1}, true), "dims={-1} keepdim"},
+                // the fast paths' vector lanes, blocks and tails (rows of 70; a column sum of 20 rows)
+                {{{{3, 70}}}, sum_over({1}, false), "[3,70] dims={1}"},
+                {{{{20, 70}}}, sum_over({0}, false), "[20,70] dims={0}"}},
 };
 
 LOOM_OP(mean){

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace loom::kernels {
 
@@ -75,6 +76,45 @@ double span_sum(int64_t n, F&& f) {
   double total = (t[0] + t[1]) + (t[2] + t[3]);
   for (; i < n; ++i) total += f(i, ScalarLoad{});
   return total;
+}
+
+// Two sums in one pass: f(j, load) returns a std::pair of values (vectors or
+// elements); each sum in span_sum's order with 2 vector accumulators per sum.
+template <typename T, typename F>
+std::pair<double, double> span_sum2(int64_t n, F&& f) {
+  using V = vec_t<T>;
+  using D = vec_t<double>;
+  constexpr int64_t L = Vec<T>::lanes, step = 2 * L;
+  D t[2][2] = {};
+  int64_t i = 0;
+  while (n - i >= step) {
+    const int64_t end = i + std::min<int64_t>(kSpanBlock, (n - i) / step * step);
+    V a0{}, a1{}, b0{}, b1{};
+    for (; i < end; i += step) {
+      auto [x0, y0] = f(i, VecLoad{});
+      auto [x1, y1] = f(i + L, VecLoad{});
+      a0 += x0, b0 += y0, a1 += x1, b1 += y1;
+    }
+    const V s[2] = {a0 + a1, b0 + b1};
+    for (int k = 0; k < 2; ++k) {
+      if constexpr (sizeof(T) == 4) {
+        t[k][0] += __builtin_convertvector(__builtin_shufflevector(s[k], s[k], 0, 1, 2, 3), D);
+        t[k][1] += __builtin_convertvector(__builtin_shufflevector(s[k], s[k], 4, 5, 6, 7), D);
+      } else {
+        t[k][0] += s[k];
+      }
+    }
+  }
+  double total[2];
+  for (int k = 0; k < 2; ++k) {
+    D v = t[k][0] + t[k][1];
+    total[k] = (v[0] + v[1]) + (v[2] + v[3]);
+  }
+  for (; i < n; ++i) {
+    auto [x, y] = f(i, ScalarLoad{});
+    total[0] += x, total[1] += y;
+  }
+  return {total[0], total[1]};
 }
 
 // The plain sum of p[0, n) in that order.
