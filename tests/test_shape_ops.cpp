@@ -172,9 +172,18 @@ TEST_CASE("reductions and scatters give the same bits on 1 and 2 threads") {
     for (int64_t i = 0; i < 50000; ++i) p[i] = (i * 7919) % 97;
   }
   Tensor rows = rand({50000, 8}, {f32}, gen, -1.0, 1.0);
+  // The Transformer's shapes: column sums (a bias gradient), row sums, layer norm's
+  // backward (dx and the [dweight; dbias] block partials), a wide embedding gradient.
+  Tensor act = rand({1536, 512}, {f32}, gen, -1.0, 1.0);
+  Tensor g = rand({1536, 512}, {f32}, gen, -1.0, 1.0);
+  Tensor lw = rand({512}, {f32}, gen, -1.0, 1.0);
+  Tensor wide_ids = from_vector<int64_t>(std::vector<int64_t>(1536, 0), {1536}, {i64});
+  for (int64_t i = 0; i < 1536; ++i) wide_ids.data<int64_t>()[i] = (i * 7919) % 1000;
   auto run = [&] {
     return std::vector<Tensor>{sum(big), sum(big, {1}), amax(big), logsumexp(big), logsumexp(big, {1}),
-                               var(big), argmax(reshape(big, {-1}), 0), embedding_backward(rows, ids, 97)};
+                               var(big), argmax(reshape(big, {-1}), 0), embedding_backward(rows, ids, 97),
+                               sum(act, {0}), sum(act, {1}), layer_norm_backward(act, lw, g),
+                               layer_norm_param_grads(act, g), embedding_backward(g, wide_ids, 1000, 3)};
   };
   int threads = omp_get_max_threads();
   omp_set_num_threads(1);

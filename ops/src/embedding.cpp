@@ -6,7 +6,9 @@
 // so double backward works through the pair.
 // Determinism: the backward sorts token positions by id (a stable counting sort)
 // and each vocabulary row sums its tokens in their original order, one thread per
-// row: the same bits for any thread count, and no atomics.
+// row: the same bits for any thread count, and no atomics. Each row of the [V, D]
+// result is written once (zeroed, or its first token's row then the others added):
+// no separate zero fill of the whole table first.
 #include <cstring>
 
 #include "indexing.h"
@@ -52,7 +54,10 @@ void reference_lookup(const Tensor& out, const Tensor& weight, const Tensor& ids
     for (int64_t d = 0; d < dim; ++d) po[t * dim + d] = pw[pi[t] * weight.strides()[0] + d * weight.strides()[1]];
 }
 
-// out [V, D] (zeroed by the caller), grad read as [N, D] contiguous.
+// out [V, D] (uninitialized: every row is written exactly once here), grad read as
+// [N, D] contiguous. A row with no tokens (or the padding row) is zeroed; otherwise
+// it starts as a copy of its first token's gradient row and adds the others in
+// token order. One thread owns a row, so no atomics and no thread-count dependence.
 template <typename T>
 void scatter_rows_kernel(const Tensor& out, const Tensor& grad, const Tensor& ids, int64_t padding_idx) {
   const int64_t n = ids.numel(), vocab = out.shape()[0], dim = out.shape()[1];
@@ -65,11 +70,16 @@ void scatter_rows_kernel(const Tensor& out, const Tensor& grad, const Tensor& id
   for (int64_t t = 0; t < n; ++t) order[next[pi[t]]++] = t;
   const T* pg = grad.data<T>();
   T* po = out.data<T>();
-#pragma omp parallel for schedule(dynamic, 16) if (n * dim >= kernels::kParallelGrain && !omp_in_parallel())
+#pragma omp parallel for schedule(static) if (vocab * dim >= kernels::kParallelGrain && !omp_in_parallel())
   for (int64_t v = 0; v < vocab; ++v) {
-    if (v == padding_idx) continue;
     T* row = po + v * dim;
-    for (int64_t k = first[v]; k < first[v + 1]; ++k) {
+    const int64_t k0 = first[v], k1 = first[v + 1];
+    if (v == padding_idx || k0 == k1) {
+      std::memset(static_cast<void*>(row), 0, dim * sizeof(T));  // all-zero bits: 0 for every numeric T
+      continue;
+    }
+    std::memcpy(row, pg + order[k0] * dim, dim * sizeof(T));
+    for (int64_t k = k0 + 1; k < k1; ++k) {
       const T* g = pg + order[k] * dim;
 #pragma omp simd
       for (int64_t d = 0; d < dim; ++d) row[d] += g[d];
@@ -122,14 +132,19 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& ids, int64_t vocab_s
   Tensor idx = detail::index_values("embedding_backward", ids);
   check_ids("embedding_backward", idx, vocab_size, padding_idx);
   const int64_t dim = grad.shape().back();
-  Tensor out = zeros({vocab_size, dim}, {grad.dtype(), grad.device()});
+  Tensor out;
   {
     NoGradGuard kernel_internals;
     Tensor g = contiguous(grad);
     dispatch_numeric(grad.dtype(), "embedding_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if (kernel_mode() == KernelMode::reference) reference_scatter_rows<T>(out, g, idx, padding_idx);
-      else scatter_rows_kernel<T>(out, g, idx, padding_idx);
+      if (kernel_mode() == KernelMode::reference) {
+        out = zeros({vocab_size, dim}, {grad.dtype(), grad.device()});
+        reference_scatter_rows<T>(out, g, idx, padding_idx);
+      } else {
+        out = Tensor::empty({vocab_size, dim}, {grad.dtype(), grad.device()});  // the kernel writes every row
+        scatter_rows_kernel<T>(out, g, idx, padding_idx);
+      }
     });
   }
   return record("embedding_backward", {grad}, out, [idx, padding_idx](BackwardContext&, const Tensor& gg) -> detail::Grads {

@@ -5,7 +5,10 @@
 //   void merge(Acc&, const Acc&) const;  Out finish(const Acc&, int64_t count) const;
 // and optionally, for unit-stride runs, a vectorizable span hook:
 //   void add_span(Acc&, const T* p, int64_t n) const;
-// (several independent accumulators combined in a fixed order; see kSpanLanes).
+// (several independent accumulators combined in a fixed order; see kSpanLanes),
+// and, for reducing over rows with the kept elements contiguous (a column sum),
+//   void add_rows(Acc* acc, const T* const* rows, int64_t nrows, int64_t width) const;
+// which adds a block of kRowBlock rows (rows[k][0, width)) into acc[0, width).
 // Every output element is reduced in the same order whatever the thread count
 // (fixed-size blocks, merged in order), so results are bitwise reproducible.
 #include <omp.h>
@@ -22,6 +25,14 @@ inline constexpr int64_t kReduceBlock = 16384;  // fixed block: thread-count ind
 // kSpanLanes short ones the compiler can put in vector registers. The lanes are
 // combined in lane order, so a span's result depends only on the span.
 inline constexpr int kSpanLanes = 8;
+
+// Rows per add_rows call: a fixed block counted from the first row.
+inline constexpr int64_t kRowBlock = 16;
+
+template <typename R, typename T>
+concept RowsReducer = requires(const R& r, typename R::Acc* acc, const T* const* rows, int64_t n) {
+  r.add_rows(acc, rows, n, n);
+};
 
 template <typename R, typename T>
 concept SpanReducer = requires(const R& r, typename R::Acc& acc, const T* p, int64_t n) { r.add_span(acc, p, n); };
@@ -111,13 +122,40 @@ void reduce_loop(const Tensor& out, const Tensor& x, const Shape& dims, const R&
     for (int64_t cb = 0; cb < column_blocks; ++cb) {
       int64_t c0 = cb * kColumns, c1 = std::min(kept, c0 + kColumns);
       std::vector<typename R::Acc> acc(c1 - c0, r.init());
-      for (int64_t j = 0; j < reduced; ++j) {
-        const T* row = px + strided_offset(j, plan.reduced_sizes, plan.reduced_strides);
-        for (int64_t c = c0; c < c1; ++c) r.add(acc[c - c0], row[c]);
+      if constexpr (RowsReducer<R, T>) {
+        // Blocks of kRowBlock rows handed to the reducer (which may keep a short
+        // float partial per block in registers): fixed blocks, added in row order.
+        const T* rows[kRowBlock];
+        for (int64_t j0 = 0; j0 < reduced; j0 += kRowBlock) {
+          const int64_t nr = std::min(kRowBlock, reduced - j0);
+          for (int64_t k = 0; k < nr; ++k)
+            rows[k] = px + strided_offset(j0 + k, plan.reduced_sizes, plan.reduced_strides) + c0;
+          r.add_rows(acc.data(), rows, nr, c1 - c0);
+        }
+      } else {
+        for (int64_t j = 0; j < reduced; ++j) {
+          const T* row = px + strided_offset(j, plan.reduced_sizes, plan.reduced_strides);
+          for (int64_t c = c0; c < c1; ++c) r.add(acc[c - c0], row[c]);
+        }
       }
       for (int64_t c = c0; c < c1; ++c) po[c] = r.finish(acc[c - c0], reduced);
     }
     return;
+  }
+
+  if constexpr (SpanReducer<R, T>) {
+    if (kept_loop.sizes.size() == 1 && reduced_loop.sizes.size() == 1 && reduced_loop.strides[0][0] == 1) {
+      // Rows of a contiguous last dim (e.g. a sum over the last dim): each output's
+      // span straight to the span hook, without the general index walk per output.
+      const int64_t row_stride = kept_loop.strides[0][0];
+#pragma omp parallel for schedule(static) if (parallel)
+      for (int64_t k = 0; k < kept; ++k) {
+        typename R::Acc acc = r.init();
+        r.add_span(acc, px + k * row_stride, reduced);
+        po[k] = r.finish(acc, reduced);
+      }
+      return;
+    }
   }
 
   // General case: each output element reduces its own span.

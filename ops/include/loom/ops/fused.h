@@ -36,10 +36,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight = {}, const Tensor& bias
                   Where where = Where::current());
 // dx of layer_norm for output gradient `grad` (weight may be undefined):
 //   dx = rstd * (a - mean(a) - xhat * mean(a * xhat)),  a = grad * weight.
-// dweight = sum over rows of grad * xhat and dbias = sum over rows of grad are
-// written with ops (xhat = layer_norm(x) without affine).
 Tensor layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& grad, double eps = 1e-5,
                            Where where = Where::current());
+// dweight and dbias of layer_norm as one [2, D] tensor:
+//   [sum over rows of grad * xhat; sum over rows of grad]   (xhat = layer_norm(x) without affine).
+// layer_norm's backward computes it in the same sweep over (x, grad) as dx.
+Tensor layer_norm_param_grads(const Tensor& x, const Tensor& grad, double eps = 1e-5, Where where = Where::current());
 
 // ---- dropout ----
 // Zeroes each element with probability p and scales the kept ones by 1/(1-p);
