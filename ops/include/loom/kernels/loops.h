@@ -122,6 +122,10 @@ void unary_loop(const Tensor& out, const Tensor& a, F f) {
     if (st[0] == 1 && st[1] == 1) {
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    } else if (st[0] == 1 && st[1] == 0) {  // a broadcast scalar: fill_, zeros
+      const Out value = f(*x);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = value;
     } else {
       for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]]);
     }
