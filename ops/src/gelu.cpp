@@ -6,7 +6,7 @@ namespace loom {
 
 Tensor gelu(const Tensor& x, Where where) {
   CallSite site(where);
-  Tensor out = detail::unary_float<fn::Gelu>("gelu", x);
+  Tensor out = detail::unary_float_with_reference<fn::Gelu, fn::GeluReference>("gelu", x);
   return record("gelu", {x}, out,
                 [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {gelu_backward(x, g)}; });
 }
@@ -18,7 +18,7 @@ Tensor gelu(const Tensor& x, Where where) {
 // The second derivative is rarely on a hot path, so it is composed from ops.
 Tensor gelu_backward(const Tensor& x, const Tensor& grad, Where where) {
   CallSite site(where);
-  Tensor out = detail::binary_float<fn::GeluBackward>("gelu_backward", x, grad);
+  Tensor out = detail::binary_float_with_reference<fn::GeluBackward, fn::GeluBackwardReference>("gelu_backward", x, grad);
   return record("gelu_backward", {x, grad}, out, [x, grad](BackwardContext& c, const Tensor& g) -> detail::Grads {
     Tensor gx, gg;
     if (c.needs(0)) {
