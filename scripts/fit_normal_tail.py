@@ -28,3 +28,19 @@ for _ in range(60):
     w /= w.sum()
 print("max relative error %.3g" % np.max(np.abs(a @ c - 1)))
 print(", ".join("%.9e" % v for v in c))
+
+# --exp: the degree-6 minimax of e^r on |r| <= ln2/2 used by exp_minus_half_square.
+import sys
+
+if "--exp" in sys.argv:
+    h = math.log(2) / 2 * 1.0005
+    r = np.cos(np.pi * (np.arange(n) + 0.5) / n) * h
+    a = np.vander(r, 7, increasing=True) / np.exp(r)[:, None]
+    w = np.ones(n)
+    for _ in range(80):
+        c, *_ = np.linalg.lstsq(a * np.sqrt(w)[:, None], np.sqrt(w), rcond=None)
+        err = np.abs(a @ c - 1)
+        w = w * err
+        w /= w.sum()
+    print("exp: max relative error %.3g" % np.max(np.abs(a @ c - 1)))
+    print(", ".join("%.9e" % v for v in c))

@@ -121,14 +121,14 @@ TEST_CASE("gelu float32: vector Phi within 1e-6 relative of double erfc over [-1
     worst_d = std::max(worst_d, std::abs(dv[i] - dg) / (cdf + std::abs(xd * pdf)));
   }
   MESSAGE("gelu max relative error " << worst << ", gelu' " << worst_d);
-  CHECK(worst < 1e-6);    // measured 4.5e-7
-  CHECK(worst_d < 1e-6);  // measured 4e-7
+  CHECK(worst < 1e-6);    // measured 3.8e-7
+  CHECK(worst_d < 1e-6);  // measured 3.6e-7
   // Edges: the tails are exact to float, infinities as in the libm formula.
   auto at = [](float v) { return gelu(from_vector(std::vector<float>{v}, {1}, {f32})).to_vector<float>()[0]; };
   CHECK(at(20.0f) == 20.0f);
   CHECK(at(-20.0f) == 0.0f);
   CHECK(at(INFINITY) == INFINITY);
-  CHECK(std::isnan(at(-INFINITY)));  // -inf * 0, as x/2 * (1 + erf(x / sqrt 2))
+  CHECK(at(-INFINITY) == 0.0f);  // the limit (libm's x/2 * (1 + erf(x / sqrt 2)) gives -inf * 0 = NaN)
   CHECK(std::isnan(at(NAN)));
 }
 

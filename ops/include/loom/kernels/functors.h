@@ -89,7 +89,7 @@ struct GeluBackwardReference {
 struct Gelu {
   template <typename T> LOOM_HD T operator()(T x) const {
 #if !defined(__CUDA_ARCH__)
-    if constexpr (std::is_same_v<T, float>) return x * kernels::normal_cdf_float(x);
+    if constexpr (std::is_same_v<T, float>) return kernels::gelu_float(x);
 #endif
     return GeluReference{}(x);
   }
