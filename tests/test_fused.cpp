@@ -187,6 +187,40 @@ TEST_CASE("dropout: same mask for any thread count, keep fraction 1 - p, identit
   CHECK_THROWS_AS(dropout(x, 1.5, true, g1), Error);
 }
 
+// The backward reads the forward's saved bitmask: its gradient must drop exactly
+// the elements the forward dropped, on both kernels, for thread counts 1 and 2,
+// and for a length that ends in a partial mask word.
+TEST_CASE("dropout: backward keeps exactly the forward's kept elements") {
+  const int64_t n = 100003;  // > kParallelGrain, and n % 32 != 0
+  Generator data(9);
+  Tensor x = randn({n}, {f32}, data);
+  Tensor g = randn({n}, {f32}, data);
+  auto gv = g.to_vector<float>();
+  int saved = omp_get_max_threads();
+  for (KernelMode mode : {KernelMode::fast, KernelMode::reference}) {
+    for (int threads : {1, 2}) {
+      KernelModeGuard guard(mode);
+      omp_set_num_threads(threads);
+      Tensor leaf = x.detach();
+      leaf.requires_grad_();
+      Generator gen(77);
+      Tensor out = dropout(leaf, 0.25, true, gen);
+      Tensor dx = grad({out}, {leaf}, {g})[0];
+      auto ov = out.to_vector<float>(), dv = dx.to_vector<float>();
+      int64_t mismatches = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        bool kept = ov[i] != 0.0f;  // randn is never exactly 0
+        float expected = kept ? static_cast<float>(gv[i] / 0.75) : 0.0f;
+        mismatches += std::abs(dv[i] - expected) > 1e-6f * (1 + std::abs(expected));
+      }
+      CHECK(mismatches == 0);
+    }
+  }
+  omp_set_num_threads(saved);
+  Tensor bad_mask = zeros({3}, {i32});
+  CHECK_THROWS_AS(dropout_backward(g, bad_mask, 0.25), Error);  // 3 words for 100003 elements
+}
+
 TEST_CASE("cross-entropy: out-of-range target names the id and V; all ignored gives 0") {
   Tensor logits = tensor({{1., 2., 0.5, 0.}, {0.1, -1., 2., 3.}}, f64);
   CHECK_THROWS_WITH_AS(label_smoothed_cross_entropy(logits, ids({1, 7}), 0.1),

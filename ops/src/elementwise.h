@@ -24,38 +24,48 @@ inline void check_same_kind(std::string_view op, const Tensor& a, const Tensor& 
              dtype_name(a.dtype()), dtype_name(b.dtype()));
 }
 
-template <typename F, typename Dispatch>
-Tensor unary_map(std::string_view op, const Tensor& x, F f, Dispatch dispatch) {
+// f runs in the fast loop, ref in the reference loop: the same functor for most
+// ops, a plain libm one where the fast functor approximates (gelu).
+template <typename F, typename R, typename Dispatch>
+Tensor unary_map(std::string_view op, const Tensor& x, F f, R ref, Dispatch dispatch) {
   require_cpu(op, x);
   Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
   dispatch(x.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (kernel_mode() == KernelMode::reference) kernels::reference_unary<T, T>(out, x, f);
+    if (kernel_mode() == KernelMode::reference) kernels::reference_unary<T, T>(out, x, ref);
     else kernels::unary_loop<T, T>(out, x, f);
   });
   return out;
 }
 
+inline constexpr auto kFloating = [](DType t, std::string_view name, auto&& fn) { dispatch_floating(t, name, fn); };
+inline constexpr auto kNumeric = [](DType t, std::string_view name, auto&& fn) { dispatch_numeric(t, name, fn); };
+
 // Floating unary math (exp, log, tanh...).
 template <typename F>
 Tensor unary_float(std::string_view op, const Tensor& x, F f = {}) {
-  return unary_map(op, x, f, [](DType t, std::string_view name, auto&& fn) { dispatch_floating(t, name, fn); });
+  return unary_map(op, x, f, f, kFloating);
+}
+// The same with a separate reference functor.
+template <typename Fast, typename Reference>
+Tensor unary_float_with_reference(std::string_view op, const Tensor& x) {
+  return unary_map(op, x, Fast{}, Reference{}, kFloating);
 }
 // Numeric unary math (neg, relu...), ints included.
 template <typename F>
 Tensor unary_numeric(std::string_view op, const Tensor& x, F f = {}) {
-  return unary_map(op, x, f, [](DType t, std::string_view name, auto&& fn) { dispatch_numeric(t, name, fn); });
+  return unary_map(op, x, f, f, kNumeric);
 }
 
-template <typename F, typename Dispatch>
-Tensor binary_map(std::string_view op, const Tensor& a, const Tensor& b, F f, Dispatch dispatch) {
+template <typename F, typename R, typename Dispatch>
+Tensor binary_map(std::string_view op, const Tensor& a, const Tensor& b, F f, R ref, Dispatch dispatch) {
   check_same_kind(op, a, b);
   require_cpu(op, a);
   Shape shape = kernels::broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = Tensor::empty(shape, {a.dtype(), a.device()});
   dispatch(a.dtype(), op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (kernel_mode() == KernelMode::reference) kernels::reference_binary<T, T>(out, a, b, f);
+    if (kernel_mode() == KernelMode::reference) kernels::reference_binary<T, T>(out, a, b, ref);
     else kernels::binary_loop<T, T>(out, a, b, f);
   });
   return out;
@@ -64,12 +74,17 @@ Tensor binary_map(std::string_view op, const Tensor& a, const Tensor& b, F f, Di
 // Numeric binary math (add, mul, maximum...), ints included.
 template <typename F>
 Tensor binary_numeric(std::string_view op, const Tensor& a, const Tensor& b, F f = {}) {
-  return binary_map(op, a, b, f, [](DType t, std::string_view name, auto&& fn) { dispatch_numeric(t, name, fn); });
+  return binary_map(op, a, b, f, f, kNumeric);
 }
 // Floating binary math (gelu_backward, sigmoid_backward...).
 template <typename F>
 Tensor binary_float(std::string_view op, const Tensor& a, const Tensor& b, F f = {}) {
-  return binary_map(op, a, b, f, [](DType t, std::string_view name, auto&& fn) { dispatch_floating(t, name, fn); });
+  return binary_map(op, a, b, f, f, kFloating);
+}
+// The same with a separate reference functor.
+template <typename Fast, typename Reference>
+Tensor binary_float_with_reference(std::string_view op, const Tensor& a, const Tensor& b) {
+  return binary_map(op, a, b, Fast{}, Reference{}, kFloating);
 }
 
 // Comparisons (eq, lt...): operands of one dtype (bool included), a bool result.

@@ -50,10 +50,11 @@ Tensor layer_norm_param_grads(const Tensor& x, const Tensor& grad, double eps = 
 // any thread count.
 Tensor dropout(const Tensor& x, double p, bool train = true, Generator& gen = default_generator(),
                Where where = Where::current());
-// grad * mask * 1/(1-p) with the mask regenerated from (seed, offset): dropout's
-// backward, and its own backward (the map is linear and self-adjoint).
-Tensor dropout_backward(const Tensor& grad, double p, uint64_t seed, uint64_t offset,
-                        Where where = Where::current());
+// grad * keep * 1/(1-p), keep read from `mask`: the forward's keep decisions as
+// a bitmask (bit i % 32 of int32 word i / 32, ceil(numel / 32) words, saved by
+// dropout for its backward). dropout's backward, and its own backward (the map
+// is linear and self-adjoint).
+Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p, Where where = Where::current());
 
 // ---- attention ----
 // softmax(q k^T / sqrt(Dk), mask) (dropout in training) @ v, a composite of
