@@ -88,9 +88,12 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   // runs on one thread inside an OpenMP region). OpenBLAS's own threading splits
   // the inner dimension differently for different thread counts, which changes
   // the rounding; this split does not, so the bits are the same for any thread count.
-  constexpr int64_t kBlock = 256;  // measured: 128 re-packs the other operand too often
+  // Blocks of up to 256 (smaller ones re-pack the other operand too often, measured),
+  // and at least two blocks from 128 up so mid-size products still use two cores.
   const bool split_rows = m >= n;
-  const int64_t blocks = ((split_rows ? m : n) + kBlock - 1) / kBlock;
+  const int64_t split_size = split_rows ? m : n;
+  const int64_t kBlock = std::clamp<int64_t>(((split_size + 1) / 2 + 63) / 64 * 64, 64, 256);
+  const int64_t blocks = (split_size + kBlock - 1) / kBlock;
   const T* a_base = pa;
   const T* b_base = pb;
   auto work = [&](int64_t item) {
@@ -98,7 +101,7 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     const T* A = a_base + strided_offset(bi, batch, a_batch_strides);
     const T* B = b_base + strided_offset(bi, batch, b_batch_strides);
     T* C = pc + bi * m * n;
-    int64_t start = block * kBlock, count = std::min(kBlock, (split_rows ? m : n) - start);
+    int64_t start = block * kBlock, count = std::min(kBlock, split_size - start);
     // Element (i, j) of a row-major or transposed operand with leading dim ld.
     auto at = [](const T* base, const GemmOperand& op, int64_t i, int64_t j) {
       return op.trans == CblasNoTrans ? base + i * op.ld + j : base + j * op.ld + i;

@@ -48,10 +48,10 @@ enum class MaskKind { none, additive, boolean };
 struct RowMask {
   MaskKind kind = MaskKind::none;
   const void* data = nullptr;
-  Shape outer_sizes, outer_strides;
+  std::vector<int64_t> row_bases;  // element offset of each row's start
   int64_t step = 0;
 
-  int64_t row_base(int64_t r) const { return strided_offset(r, outer_sizes, outer_strides); }
+  int64_t row_base(int64_t r) const { return row_bases[r]; }
   template <typename T>
   const T* row(int64_t r) const { return static_cast<const T*>(data) + row_base(r); }
 };
@@ -69,8 +69,22 @@ inline RowMask row_mask(std::string_view op, const Tensor& mask, const Tensor& x
   Shape strides = kernels::broadcast_strides(mask, x.shape());
   m.kind = mask.dtype() == DType::b8 ? MaskKind::boolean : MaskKind::additive;
   m.data = mask.raw_data();
-  m.outer_sizes.assign(x.shape().begin(), x.shape().end() - 1);
-  m.outer_strides.assign(strides.begin(), strides.end() - 1);
+  // Row offsets listed once with an odometer (no per-row divisions: attention
+  // rows are short, and strided_offset's divides cost as much as the row).
+  Shape outer_sizes(x.shape().begin(), x.shape().end() - 1), outer_strides(strides.begin(), strides.end() - 1);
+  const int64_t rows = shape_numel(outer_sizes);
+  m.row_bases.resize(rows);
+  Shape index(outer_sizes.size(), 0);
+  int64_t offset = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    m.row_bases[r] = offset;
+    for (int64_t d = static_cast<int64_t>(index.size()) - 1; d >= 0; --d) {
+      offset += outer_strides[d];
+      if (++index[d] < outer_sizes[d]) break;
+      offset -= outer_strides[d] * outer_sizes[d];
+      index[d] = 0;
+    }
+  }
   m.step = strides.back();
   return m;
 }
