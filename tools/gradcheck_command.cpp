@@ -39,14 +39,14 @@ void add_gradcheck_command(CLI::App& app, int& exit_code) {
     GradcheckTolerance tol;
     fmt::print("float64, central differences eps={:g}; pass: |analytic-numeric| <= {:g} + {:g}*|numeric|\n\n", tol.eps,
                tol.atol, tol.rtol);
-    fmt::print("{:<16} {:<28} {:<14} {:>12} {:>12}  {}\n", "op", "sample", "check", "max abs err", "max rel err",
+    fmt::print("{:<30} {:<34} {:<14} {:>12} {:>12}  {}\n", "op", "sample", "check", "max abs err", "max rel err",
                "result");
     int passed = 0, failed = 0;
     for (const OpInfo* op : selected) {
       for (const CheckResult& r : check_op(*op)) {
         r.passed ? ++passed : ++failed;
         if (*failures_only && r.passed) continue;
-        fmt::print("{:<16} {:<28} {:<14} {:>12.3e} {:>12.3e}  {}{}\n", r.op, r.sample, r.check, r.max_abs_error,
+        fmt::print("{:<30} {:<34} {:<14} {:>12.3e} {:>12.3e}  {}{}\n", r.op, r.sample, r.check, r.max_abs_error,
                    r.max_rel_error, r.passed ? "pass" : "FAIL", r.passed ? "" : "  " + r.message);
       }
     }
