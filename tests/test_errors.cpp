@@ -1,6 +1,10 @@
 // Misuse gives a loom::Error whose message names the op and what was wrong.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <cstring>
+
+#include "loom/backend.h"
 #include "loom/ops.h"
 
 using namespace loom;
@@ -54,4 +58,40 @@ TEST_CASE("the gradient check refuses non-float64 inputs") {
   Tensor x = zeros({2}, {f32});
   x.requires_grad_();
   CHECK_ERROR(loom::grad({x * x}, {x}), "grad: output 0 has shape [2]; a non-scalar output needs a grad_output");
+}
+
+namespace {
+// A stand-in device backed by host memory, so device checks can be tested
+// on machines without a GPU (the real CUDA backend registers itself the same way).
+class HostMemoryAllocator final : public CachingAllocator {
+ protected:
+  void* system_allocate(size_t bytes) override { return std::aligned_alloc(64, bytes); }
+  void system_free(void* ptr) override { std::free(ptr); }
+};
+class HostMemoryBackend final : public Backend {
+ public:
+  Allocator& allocator(int) override { return allocator_; }
+  void copy(void* dst, Device, const void* src, Device, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  int device_count() const override { return 1; }
+
+ private:
+  HostMemoryAllocator allocator_;
+};
+}  // namespace
+
+TEST_CASE("mixing devices in one op is an error naming both devices") {
+  if (has_backend(DeviceType::cuda)) return;  // a real GPU build: covered by the CUDA suite
+  static HostMemoryBackend fake;
+  register_backend(DeviceType::cuda, &fake);
+  {
+    Tensor on_cpu = ones({2, 3});
+    Tensor elsewhere = on_cpu.to(Device::cuda(0));
+    CHECK(elsewhere.device() == Device::cuda(0));
+    CHECK(elsewhere.to(kCPU).to_vector<float>() == std::vector<float>(6, 1.0f));  // copies both ways
+    CHECK_ERROR(on_cpu + elsewhere, "add: operands are on different devices (cpu and cuda:0)");
+    CHECK_ERROR(matmul(on_cpu, elsewhere.t()), "matmul: operands are on different devices (cpu and cuda:0)");
+    CHECK_ERROR(copy_(on_cpu, elsewhere), "copy_: destination is on cpu and source on cuda:0; use to_device");
+    CHECK_ERROR(exp(elsewhere), "exp: no kernel for device cuda:0 in this build");
+  }
+  register_backend(DeviceType::cuda, nullptr);
 }
