@@ -64,15 +64,10 @@ double loss_fast(const T* x, const Targets& t, int64_t ignore_index, RowShape s,
     if (t.ids[r] == ignore_index) return;
     const T* xr = x + r * n;
     T mx = detail::kNegInf<T>;
-    double total_x = 0;
-#pragma omp simd reduction(max : mx) reduction(+ : total_x)
-    for (int64_t j = 0; j < n; ++j) {
-      mx = xr[j] > mx ? xr[j] : mx;
-      total_x += xr[j];
-    }
-    double total_exp = 0;
-#pragma omp simd reduction(+ : total_exp)
-    for (int64_t j = 0; j < n; ++j) total_exp += fn::Exp{}(xr[j] - mx);
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < n; ++j) mx = xr[j] > mx ? xr[j] : mx;
+    const double total_x = detail::blocked_row_sum<T>(n, [&](int64_t j) { return xr[j]; });
+    const double total_exp = detail::blocked_row_sum<T>(n, [&](int64_t j) { return fn::Exp{}(xr[j] - mx); });
     const double log_total = std::log(total_exp);
     const double nll = (mx - xr[t.ids[r]]) + log_total;                          // -log p_target
     const double smooth = (mx - total_x / static_cast<double>(n)) + log_total;  // mean_v -log p_v
@@ -119,13 +114,11 @@ void backward_fast(T* out, const T* x, const Targets& t, int64_t ignore_index, R
     T mx = detail::kNegInf<T>;
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < n; ++j) mx = xr[j] > mx ? xr[j] : mx;
-    double total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j) {
+    const double total = detail::blocked_row_sum<T>(n, [&](int64_t j) {
       T e = fn::Exp{}(xr[j] - mx);
       o[j] = e;
-      total += e;
-    }
+      return e;
+    });
     const T inv = static_cast<T>(1.0 / total);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) o[j] = scale * (o[j] * inv - spread);

@@ -17,16 +17,6 @@ using detail::MaskKind;
 using detail::RowMask;
 using detail::RowShape;
 
-// sum_j exp(row[j] - mx), accumulated in Acc; one vector loop (fn::Exp is
-// plain arithmetic for float32).
-template <typename Acc, typename T>
-Acc sum_exp(const T* row, int64_t n, T mx) {
-  Acc total = 0;
-#pragma omp simd reduction(+ : total)
-  for (int64_t j = 0; j < n; ++j) total += fn::Exp{}(row[j] - mx);
-  return total;
-}
-
 // Fast: logits + max, sum of exponentials, then shift, all in `out`'s row.
 template <typename T, MaskKind K>
 void log_softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
@@ -44,8 +34,8 @@ void log_softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
         mx = z > mx ? z : mx;
       }
       if (mx == kNegInf<T>) return;  // fully masked row: already all -inf
-      // Short rows (at most 64 terms in (0, 1]) sum in T, long rows in double.
-      const T log_total = n <= 64 ? std::log(sum_exp<T>(yr, n, mx)) : static_cast<T>(std::log(sum_exp<double>(yr, n, mx)));
+      const T log_total =
+          static_cast<T>(std::log(detail::blocked_row_sum<T>(n, [&](int64_t j) { return fn::Exp{}(yr[j] - mx); })));
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) yr[j] = (yr[j] - mx) - log_total;
     });

@@ -16,20 +16,6 @@ using detail::MaskKind;
 using detail::RowMask;
 using detail::RowShape;
 
-// row[j] = exp(row[j] - mx), returning their sum accumulated in Acc. fn::Exp is
-// plain arithmetic for float32, so exp and sum run as one vector loop.
-template <typename Acc, typename T>
-Acc exp_and_sum(T* row, int64_t n, T mx) {
-  Acc total = 0;
-#pragma omp simd reduction(+ : total)
-  for (int64_t j = 0; j < n; ++j) {
-    T e = fn::Exp{}(row[j] - mx);
-    row[j] = e;
-    total += e;
-  }
-  return total;
-}
-
 // Fast: three passes over a row kept in cache (logits + max, exp + sum, scale), in place in `out`.
 template <typename T, MaskKind K>
 void softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
@@ -50,9 +36,13 @@ void softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
         for (int64_t j = 0; j < n; ++j) yr[j] = T(0);
         return;
       }
-      // Short rows (attention over a sentence: at most 64 terms in (0, 1]) sum in
-      // T, within 64 ulp; long rows sum in double.
-      const T inv = n <= 64 ? T(1) / exp_and_sum<T>(yr, n, mx) : static_cast<T>(1.0 / exp_and_sum<double>(yr, n, mx));
+      // exp and its sum in one vector loop (fn::Exp is plain arithmetic for float32).
+      const double total = detail::blocked_row_sum<T>(n, [&](int64_t j) {
+        T e = fn::Exp{}(yr[j] - mx);
+        yr[j] = e;
+        return e;
+      });
+      const T inv = static_cast<T>(1.0 / total);
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
     });
