@@ -64,6 +64,9 @@ namespace {
 // A stand-in device backed by host memory, so device checks can be tested
 // on machines without a GPU (the real CUDA backend registers itself the same way).
 class HostMemoryAllocator final : public CachingAllocator {
+ public:
+  ~HostMemoryAllocator() override { empty_cache(); }
+
  protected:
   void* system_allocate(size_t bytes) override { return std::aligned_alloc(64, bytes); }
   void system_free(void* ptr) override { std::free(ptr); }

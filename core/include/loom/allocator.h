@@ -35,6 +35,8 @@ class Allocator {
 size_t allocator_size_class(size_t bytes);
 
 // The caching policy, shared by every device; a device supplies the raw calls.
+// A device allocator that can be destroyed calls empty_cache() in its own
+// destructor (the base cannot: system_free is gone by then).
 class CachingAllocator : public Allocator {
  public:
   void* allocate(size_t bytes) override;
