@@ -46,13 +46,7 @@ void layer_norm_reference(T* out, const T* x, const T* w, const T* b, RowShape s
   const int64_t n = s.size;
   for (int64_t r = 0; r < s.rows; ++r) {
     const T* xr = x + r * n;
-    double mean = 0;
-    for (int64_t j = 0; j < n; ++j) mean += xr[j];
-    mean /= static_cast<double>(n);
-    double var = 0;
-    for (int64_t j = 0; j < n; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-    var /= static_cast<double>(n);
-    double rstd = 1.0 / std::sqrt(var + eps);
+    const auto [mean, rstd] = detail::reference_row_stats(xr, n, eps);
     for (int64_t j = 0; j < n; ++j) {
       double y = (xr[j] - mean) * rstd;
       if (w) y *= w[j];

@@ -27,6 +27,17 @@ RowStats<T> row_stats(const T* xr, int64_t n, double eps) {
   return {mu, static_cast<T>(1.0 / std::sqrt(squares / static_cast<double>(n) + eps))};
 }
 
+// The reference kernels' statistics: plain loops in double, mean then variance.
+template <typename T>
+RowStats<double> reference_row_stats(const T* xr, int64_t n, double eps) {
+  double mean = 0, var = 0;
+  for (int64_t j = 0; j < n; ++j) mean += xr[j];
+  mean /= static_cast<double>(n);
+  for (int64_t j = 0; j < n; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+  var /= static_cast<double>(n);
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
 inline void check_layer_norm_args(std::string_view op, const Tensor& x, const Tensor& w, const Tensor& b) {
   require_cpu(op, x);
   LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32 or float64, got {}", op, dtype_name(x.dtype()));

@@ -94,12 +94,7 @@ void dx_reference(T* out, const T* x, const T* w, const T* g, RowShape s, double
   const int64_t n = s.size;
   std::vector<double> xh(n), a(n);
   for (int64_t r = 0; r < s.rows; ++r) {
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < n; ++j) mean += x[r * n + j];
-    mean /= static_cast<double>(n);
-    for (int64_t j = 0; j < n; ++j) var += (x[r * n + j] - mean) * (x[r * n + j] - mean);
-    var /= static_cast<double>(n);
-    double rstd = 1.0 / std::sqrt(var + eps);
+    const auto [mean, rstd] = detail::reference_row_stats(x + r * n, n, eps);
     double mean_a = 0, mean_axh = 0;
     for (int64_t j = 0; j < n; ++j) {
       xh[j] = (x[r * n + j] - mean) * rstd;
@@ -116,12 +111,7 @@ void param_grads_reference(T* out, const T* x, const T* g, RowShape s, double ep
   const int64_t n = s.size;
   std::vector<double> dw(n, 0.0), db(n, 0.0);
   for (int64_t r = 0; r < s.rows; ++r) {
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < n; ++j) mean += x[r * n + j];
-    mean /= static_cast<double>(n);
-    for (int64_t j = 0; j < n; ++j) var += (x[r * n + j] - mean) * (x[r * n + j] - mean);
-    var /= static_cast<double>(n);
-    double rstd = 1.0 / std::sqrt(var + eps);
+    const auto [mean, rstd] = detail::reference_row_stats(x + r * n, n, eps);
     for (int64_t j = 0; j < n; ++j) {
       dw[j] += g[r * n + j] * ((x[r * n + j] - mean) * rstd);
       db[j] += g[r * n + j];
