@@ -33,32 +33,35 @@ uint32_t keep_threshold(double p) { return static_cast<uint32_t>(std::ceil(p * 1
 constexpr int64_t kMaskBits = 32;
 int64_t mask_words(int64_t n) { return (n + kMaskBits - 1) / kMaskBits; }
 
-// One batch of 8 Philox blocks (AVX2 lanes) is exactly one mask word.
-static_assert(4 * kPhiloxBatchBlocks == kMaskBits);
+// One batch of 16 Philox blocks (AVX-512 lanes, or two AVX2 batches) is 64
+// elements: two mask words.
+constexpr int64_t kChunk = 64;
+static_assert(kChunk == 2 * kMaskBits);
 
-// Fast: 32 elements at a time from one batch of Philox words, then a vector loop
-// for keep-and-scale that also ORs the keep bits into the chunk's mask word;
+// Fast: 64 elements at a time from one batch of Philox words, then a vector loop
+// for keep-and-scale that also ORs the keep bits into the chunk's mask words;
 // chunks split over threads.
 template <typename T>
 void dropout_fast(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset) {
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const uint32_t threshold = keep_threshold(p);
-  const int64_t chunks = mask_words(n);
+  const int64_t chunks = (n + kChunk - 1) / kChunk, words_in_mask = mask_words(n);
   const bool parallel = n >= kernels::kParallelGrain && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t c = 0; c < chunks; ++c) {
-    alignas(32) uint32_t words[kMaskBits];
-    philox_batch(seed, offset, static_cast<uint64_t>(c) * kPhiloxBatchBlocks, words);
-    const int64_t base = c * kMaskBits, count = std::min(kMaskBits, n - base);
-    uint32_t bits = 0;
+    alignas(64) uint32_t words[kChunk];
+    philox_batch16(seed, offset, static_cast<uint64_t>(c) * (kChunk / 4), words);
+    const int64_t base = c * kChunk, count = std::min(kChunk, n - base);
+    uint64_t bits = 0;
 #pragma omp simd reduction(| : bits)
     for (int64_t i = 0; i < count; ++i) {
       const bool keep = (words[i] >> 8) >= threshold;
       const T scaled = x[base + i] * scale;  // read unconditionally: no masked load
       out[base + i] = keep ? scaled : T(0);
-      bits |= static_cast<uint32_t>(keep) << i;
+      bits |= static_cast<uint64_t>(keep) << i;
     }
-    mask[c] = bits;
+    mask[2 * c] = static_cast<uint32_t>(bits);
+    if (2 * c + 1 < words_in_mask) mask[2 * c + 1] = static_cast<uint32_t>(bits >> 32);
   }
 }
 

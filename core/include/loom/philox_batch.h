@@ -64,12 +64,82 @@ inline void philox_batch(uint64_t seed, uint64_t offset, uint64_t first_block, u
   _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
   _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
 }
+
+namespace philox_detail {
+__attribute__((target("avx512f"))) inline void mulhilo16(__m512i a, __m512i m, __m512i* lo, __m512i* hi) {
+  *lo = _mm512_mullo_epi32(a, m);
+  __m512i even = _mm512_mul_epu32(a, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+}
+
+// Sixteen blocks in the lanes of AVX-512 registers: the same arithmetic as
+// philox_batch, twice as wide. Compiled for AVX-512 only; called only when the
+// CPU has it.
+__attribute__((target("avx512f"))) inline void philox_batch16_avx512(uint64_t seed, uint64_t offset,
+                                                                     uint64_t first_block, uint32_t* words) {
+  alignas(64) uint32_t lo[16], hi[16];
+  for (int b = 0; b < 16; ++b) {
+    lo[b] = static_cast<uint32_t>(first_block + b);
+    hi[b] = static_cast<uint32_t>((first_block + b) >> 32);
+  }
+  __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi);
+  __m512i c2 = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(offset)));
+  __m512i c3 = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(offset >> 32)));
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int32_t>(0xD2511F53u));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int32_t>(0xCD9E8D57u));
+  uint32_t key0 = static_cast<uint32_t>(seed), key1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    __m512i lo0, hi0, lo1, hi1;
+    mulhilo16(c0, m0, &lo0, &hi0);
+    mulhilo16(c2, m1, &lo1, &hi1);
+    __m512i k0 = _mm512_set1_epi32(static_cast<int32_t>(key0)), k1 = _mm512_set1_epi32(static_cast<int32_t>(key1));
+    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), k0);
+    c1 = lo1;
+    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), k1);
+    c3 = lo0;
+    key0 += 0x9E3779B9u;
+    key1 += 0xBB67AE85u;
+  }
+  // Element order: the AVX2 transpose within each 128-bit lane, then a 4x4
+  // transpose of the 128-bit lanes themselves.
+  __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+  __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+  __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+  __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+  __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
+  __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+  _mm512_storeu_si512(words + 0, _mm512_shuffle_i32x4(v0, v1, 0x88));
+  _mm512_storeu_si512(words + 16, _mm512_shuffle_i32x4(v0, v1, 0xDD));
+  _mm512_storeu_si512(words + 32, _mm512_shuffle_i32x4(v2, v3, 0x88));
+  _mm512_storeu_si512(words + 48, _mm512_shuffle_i32x4(v2, v3, 0xDD));
+}
+
+inline bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+}  // namespace philox_detail
+
+// Words for 16 consecutive blocks (64 words, element order): AVX-512 when the
+// CPU has it, else two 8-block batches. The same bits either way.
+inline void philox_batch16(uint64_t seed, uint64_t offset, uint64_t first_block, uint32_t* words) {
+  if (philox_detail::cpu_has_avx512()) {
+    philox_detail::philox_batch16_avx512(seed, offset, first_block, words);
+  } else {
+    philox_batch(seed, offset, first_block, words);
+    philox_batch(seed, offset, first_block + kPhiloxBatchBlocks, words + 4 * kPhiloxBatchBlocks);
+  }
+}
 #else
 inline void philox_batch(uint64_t seed, uint64_t offset, uint64_t first_block, uint32_t* words) {
   for (int b = 0; b < kPhiloxBatchBlocks; ++b) {
     Philox4x32 r = philox_block(seed, offset, first_block + b);
     for (int lane = 0; lane < 4; ++lane) words[4 * b + lane] = r.v[lane];
   }
+}
+inline void philox_batch16(uint64_t seed, uint64_t offset, uint64_t first_block, uint32_t* words) {
+  philox_batch(seed, offset, first_block, words);
+  philox_batch(seed, offset, first_block + kPhiloxBatchBlocks, words + 4 * kPhiloxBatchBlocks);
 }
 #endif
 
