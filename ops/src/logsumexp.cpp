@@ -44,22 +44,14 @@ struct LogSumExpReducer {
 // The formula as written: for each output, its max, then the sum of exp(x - max).
 template <typename T>
 void reference_logsumexp(const Tensor& out, const Tensor& x, const Shape& dims) {
-  kernels::ReducePlan plan = kernels::plan_reduction(x, dims);
-  const T* px = static_cast<const T*>(x.storage()->data()) + x.offset();
-  T* po = static_cast<T*>(out.storage()->data()) + out.offset();
-  for (int64_t k = 0; k < plan.kept; ++k) {
-    const T* base = px + strided_offset(k, plan.kept_sizes, plan.kept_strides);
-    auto at = [&](int64_t j) { return static_cast<double>(base[strided_offset(j, plan.reduced_sizes, plan.reduced_strides)]); };
+  kernels::reference_reduce_each<T>(out, x, dims, [](auto at, int64_t count) {
     double m = -INFINITY;
-    for (int64_t j = 0; j < plan.reduced; ++j) m = std::max(m, at(j));
-    if (!std::isfinite(m)) {  // all -inf (empty sum), or an inf that dominates
-      po[k] = static_cast<T>(m);
-      continue;
-    }
+    for (int64_t j = 0; j < count; ++j) m = std::max(m, at(j));
+    if (!std::isfinite(m)) return m;  // all -inf (empty sum), or an inf that dominates
     double s = 0;
-    for (int64_t j = 0; j < plan.reduced; ++j) s += std::exp(at(j) - m);
-    po[k] = static_cast<T>(m + std::log(s));
-  }
+    for (int64_t j = 0; j < count; ++j) s += std::exp(at(j) - m);
+    return m + std::log(s);
+  });
 }
 }  // namespace
 

@@ -23,19 +23,14 @@ struct SquareSumReducer {
 // For each output: its mean, then the sum of squared deviations, in index order.
 template <typename T>
 void reference_var(const Tensor& out, const Tensor& x, const Shape& dims, double divisor) {
-  kernels::ReducePlan plan = kernels::plan_reduction(x, dims);
-  const T* px = static_cast<const T*>(x.storage()->data()) + x.offset();
-  T* po = static_cast<T*>(out.storage()->data()) + out.offset();
-  for (int64_t k = 0; k < plan.kept; ++k) {
-    const T* base = px + strided_offset(k, plan.kept_sizes, plan.kept_strides);
-    auto at = [&](int64_t j) { return static_cast<double>(base[strided_offset(j, plan.reduced_sizes, plan.reduced_strides)]); };
+  kernels::reference_reduce_each<T>(out, x, dims, [divisor](auto at, int64_t count) {
     double mean = 0;
-    for (int64_t j = 0; j < plan.reduced; ++j) mean += at(j);
-    mean /= static_cast<double>(plan.reduced);
+    for (int64_t j = 0; j < count; ++j) mean += at(j);
+    mean /= static_cast<double>(count);
     double squares = 0;
-    for (int64_t j = 0; j < plan.reduced; ++j) squares += (at(j) - mean) * (at(j) - mean);
-    po[k] = static_cast<T>(squares / divisor);
-  }
+    for (int64_t j = 0; j < count; ++j) squares += (at(j) - mean) * (at(j) - mean);
+    return squares / divisor;
+  });
 }
 }  // namespace
 

@@ -17,6 +17,15 @@ inline constexpr int kPhiloxBatchBlocks = 8;
 
 #if defined(__AVX2__) && !defined(__CUDACC__)
 namespace philox_detail {
+// Counter words 0 and 1 (the block index, low and high) of N consecutive blocks.
+template <int N>
+inline void block_counters(uint64_t first_block, uint32_t* lo, uint32_t* hi) {
+  for (int b = 0; b < N; ++b) {
+    lo[b] = static_cast<uint32_t>(first_block + b);
+    hi[b] = static_cast<uint32_t>((first_block + b) >> 32);
+  }
+}
+
 // lo and hi halves of the 32x32->64 products of each lane of a with m.
 inline void mulhilo8(__m256i a, __m256i m, __m256i* lo, __m256i* hi) {
   *lo = _mm256_mullo_epi32(a, m);
@@ -30,10 +39,7 @@ inline void philox_batch(uint64_t seed, uint64_t offset, uint64_t first_block, u
   using namespace philox_detail;
   // Counter words: block index (low, high), then the offset (low, high).
   alignas(32) uint32_t lo[8], hi[8];
-  for (int b = 0; b < 8; ++b) {
-    lo[b] = static_cast<uint32_t>(first_block + b);
-    hi[b] = static_cast<uint32_t>((first_block + b) >> 32);
-  }
+  philox_detail::block_counters<8>(first_block, lo, hi);
   __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
   __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
   __m256i c2 = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(offset)));
@@ -78,10 +84,7 @@ __attribute__((target("avx512f"))) inline void mulhilo16(__m512i a, __m512i m, _
 __attribute__((target("avx512f"))) inline void philox_batch16_avx512(uint64_t seed, uint64_t offset,
                                                                      uint64_t first_block, uint32_t* words) {
   alignas(64) uint32_t lo[16], hi[16];
-  for (int b = 0; b < 16; ++b) {
-    lo[b] = static_cast<uint32_t>(first_block + b);
-    hi[b] = static_cast<uint32_t>((first_block + b) >> 32);
-  }
+  block_counters<16>(first_block, lo, hi);
   __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi);
   __m512i c2 = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(offset)));
   __m512i c3 = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(offset >> 32)));

@@ -182,6 +182,22 @@ void reference_reduce(const Tensor& out, const Tensor& x, const Shape& dims, con
   }
 }
 
+// The plain reference for reductions that need several passes (var, logsumexp):
+// out[k] = value(at, count), where at(j) reads input j of output k as double.
+template <typename T, typename Value>
+void reference_reduce_each(const Tensor& out, const Tensor& x, const Shape& dims, Value value) {
+  ReducePlan plan = plan_reduction(x, dims);
+  const T* px = static_cast<const T*>(x.storage()->data()) + x.offset();
+  T* po = static_cast<T*>(out.storage()->data()) + out.offset();
+  for (int64_t k = 0; k < plan.kept; ++k) {
+    const T* base = px + strided_offset(k, plan.kept_sizes, plan.kept_strides);
+    auto at = [&](int64_t j) {
+      return static_cast<double>(base[strided_offset(j, plan.reduced_sizes, plan.reduced_strides)]);
+    };
+    po[k] = static_cast<T>(value(at, plan.reduced));
+  }
+}
+
 // Wraps, sorts and de-duplicates reduction dims; empty means all dims.
 Shape normalize_dims(const Shape& dims, int64_t ndim, std::string_view op);
 // The output shape of a reduction.
