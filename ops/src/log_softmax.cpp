@@ -17,10 +17,29 @@ using detail::MaskKind;
 using detail::RowMask;
 using detail::RowShape;
 
+// Fast, float32 rows of at most kShortRow (attention): rows held as vectors, in groups.
+template <MaskKind K>
+void log_softmax_short_rows(float* out, const float* x, const RowMask& mask, RowShape s) {
+  const int64_t n = s.size;
+  detail::softmax_row_groups<K, /*KeepExp=*/false>(x, mask, s, [&](detail::RowGroup& g) {
+    const kernels::f32x8 log_totals = kernels::log_approx(g.totals);
+    for (int64_t i = 0; i < g.count; ++i) {
+      detail::VectorRow& row = g.rows[i];
+      // (z - max) - log(total), not z - (max + log(total)): at |z| ~ 1e4 the
+      // sum would round away log(total). A fully masked row stays all -inf.
+      if (g.max[i] != kNegInf<float>)
+        for (int64_t c = 0; c < row.count; ++c) row.lanes[c] = (row.lanes[c] - g.max[i]) - log_totals[i];
+      row.store(out + (g.first + i) * n);
+    }
+  });
+}
+
 // Fast: logits + max, sum of exponentials, then shift, all in `out`'s row.
 template <typename T, MaskKind K>
 void log_softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
   const int64_t n = s.size;
+  if constexpr (std::is_same_v<T, float>)
+    if (n <= detail::kShortRow) return log_softmax_short_rows<K>(out, x, mask, s);
   detail::with_mask_step(mask, [&](auto step) {
     detail::parallel_rows(s.rows, n, [&](int64_t r) {
       const T* xr = x + r * n;

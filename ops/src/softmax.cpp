@@ -16,10 +16,31 @@ using detail::MaskKind;
 using detail::RowMask;
 using detail::RowShape;
 
+// Fast, float32 rows of at most kShortRow (attention): rows held as vectors, in groups.
+template <MaskKind K>
+void softmax_short_rows(float* out, const float* x, const RowMask& mask, RowShape s) {
+  const int64_t n = s.size;
+  detail::softmax_row_groups<K, /*KeepExp=*/true>(x, mask, s, [&](detail::RowGroup& g) {
+    const kernels::f32x8 inv = 1.0f / g.totals;
+    for (int64_t i = 0; i < g.count; ++i) {
+      float* yr = out + (g.first + i) * n;
+      if (g.max[i] == detail::kNegInf<float>) {  // fully masked row: zeros, not 0/0
+        std::fill_n(yr, n, 0.0f);
+        continue;
+      }
+      detail::VectorRow& row = g.rows[i];
+      for (int64_t c = 0; c < row.count; ++c) row.lanes[c] *= inv[i];
+      row.store(yr);
+    }
+  });
+}
+
 // Fast: three passes over a row kept in cache (logits + max, exp + sum, scale), in place in `out`.
 template <typename T, MaskKind K>
 void softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
   const int64_t n = s.size;
+  if constexpr (std::is_same_v<T, float>)
+    if (n <= detail::kShortRow) return softmax_short_rows<K>(out, x, mask, s);
   detail::with_mask_step(mask, [&](auto step) {
     detail::parallel_rows(s.rows, n, [&](int64_t r) {
       const T* xr = x + r * n;

@@ -9,32 +9,75 @@
 #include <limits>
 
 #include "loom/hostdevice.h"
+#include "loom/kernels/simd.h"
 
 namespace loom::kernels {
 
 // e^x = 2^n * e^r with n = round(x / ln 2) and r = x - n ln 2 in [-ln2/2, ln2/2];
 // e^r from a degree-7 polynomial (Cephes expf coefficients). Max relative error
-// ~1e-7 (within 2 ulp of libm). Results that would be subnormal flush to 0;
-// -inf gives 0, +inf and overflow give inf, NaN stays NaN.
-LOOM_HD float exp_float(float x) {
-  constexpr float kMax = 88.3762626647949f, kMin = -87.3365447504019f;
-  float clamped = x > kMax ? kMax : x;
-  clamped = clamped < kMin ? kMin : clamped;
-  float n = std::floor(clamped * 1.44269504088896341f + 0.5f);
-  float r = clamped - n * 0.693359375f;  // ln 2 split in two for an exact first product
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float er = p * r * r + r + 1.0f;
-  float two_n = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  float result = er * two_n;
-  result = x < kMin ? 0.0f : result;
-  result = x > kMax ? std::numeric_limits<float>::infinity() : result;
-  return x != x ? x : result;
+// ~1e-7 (within 2 ulp of libm). Results below e^-86.6 ~ 2.4e-38 flush to 0:
+// below that n would reach -126 and er * 2^n be subnormal, and a subnormal
+// product costs a microcode assist of ~100 cycles (masked attention logits,
+// all -inf, ran 2x slower for it). -inf gives 0, +inf and overflow give inf,
+// NaN stays NaN.
+// F is float (a scalar loop under `#pragma omp simd`) or f32x8 (kernels/simd.h):
+// the same operations in the same order, so both give the same bits.
+template <typename F>
+LOOM_HD F exp_approx(F x) {
+  auto c = [](float v) { return splat<F>(v); };
+  const F max_arg = c(88.3762626647949f), min_arg = c(-86.6f);
+  F clamped = select(x > max_arg, max_arg, x);
+  clamped = select(clamped < min_arg, min_arg, clamped);
+  F n = floor_lanes(fma_lanes(clamped, c(1.44269504088896341f), c(0.5f)));
+  F r = fma_lanes(n, c(-0.693359375f), clamped);  // ln 2 split in two for an exact first product
+  r = fma_lanes(n, c(2.12194440e-4f), r);
+  F p = c(1.9875691500e-4f);
+  p = fma_lanes(p, r, c(1.3981999507e-3f));
+  p = fma_lanes(p, r, c(8.3334519073e-3f));
+  p = fma_lanes(p, r, c(4.1665795894e-2f));
+  p = fma_lanes(p, r, c(1.6666665459e-1f));
+  p = fma_lanes(p, r, c(5.0000001201e-1f));
+  F er = fma_lanes(p * r, r, r) + 1.0f;  // 1 + r + p r^2
+  F two_n = float_from_bits((to_int_lanes(n) + 127) << 23);
+  F result = er * two_n;
+  result = select(x < min_arg, c(0.0f), result);
+  result = select(x > max_arg, c(std::numeric_limits<float>::infinity()), result);
+  return select(x != x, x, result);
+}
+LOOM_HD float exp_float(float x) { return exp_approx(x); }
+
+// ln x = e ln 2 + ln m with x = m 2^e, m in [sqrt(1/2), sqrt 2); ln m from
+// Cephes logf's degree-9 polynomial in m - 1. Max relative error ~1e-7 for
+// normal x > 0 (a row's sum of exponentials in log_softmax and cross-entropy,
+// which libm's logf would make a call per row). 0 and subnormals give -inf,
+// x < 0 and NaN give NaN, +inf gives inf.
+template <typename F>
+LOOM_HD F log_approx(F x) {
+  auto c = [](float v) { return splat<F>(v); };
+  const auto bits = bits_of_float(x);
+  F e = to_float_lanes((bits >> 23) - 126);  // x = m 2^e, m in [1/2, 1)
+  F m = float_from_bits((bits & 0x007fffff) | 0x3f000000);
+  const auto small = m < 0.707106781186547524f;  // move m to [sqrt(1/2), sqrt 2)
+  e = select(small, e - 1.0f, e);
+  F t = select(small, m + m, m) - 1.0f;  // t = m - 1, exact
+  F z = t * t;
+  F p = c(7.0376836292e-2f);
+  p = fma_lanes(p, t, c(-1.1514610310e-1f));
+  p = fma_lanes(p, t, c(1.1676998740e-1f));
+  p = fma_lanes(p, t, c(-1.2420140846e-1f));
+  p = fma_lanes(p, t, c(1.4249322787e-1f));
+  p = fma_lanes(p, t, c(-1.6668057665e-1f));
+  p = fma_lanes(p, t, c(2.0000714765e-1f));
+  p = fma_lanes(p, t, c(-2.4999993993e-1f));
+  p = fma_lanes(p, t, c(3.3333331174e-1f));
+  F y = fma_lanes(e, c(-2.12194440e-4f), p * t * z);
+  y = fma_lanes(z, c(-0.5f), y);
+  F result = fma_lanes(e, c(0.693359375f), t + y);  // ln 2 in two parts, as in exp_approx
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  result = select(x < 1.17549435e-38f, c(-kInf), result);  // 0 and subnormals
+  result = select(x < 0.0f, c(std::numeric_limits<float>::quiet_NaN()), result);
+  result = select(x == kInf, c(kInf), result);
+  return select(x != x, x, result);
 }
 
 // e^(-x^2/2) for 0 <= x < 13 (a >= -84.5: no clamps needed) to a few ulp.
