@@ -62,6 +62,10 @@ TEST_CASE("exp_approx: within 2e-7 of libm on normal results, flushes below e^-8
   for (float x : sweep(1e-30f, 100.0f, 40000)) all.push_back(x);
   for (float x : {-kInf, kInf, std::nanf(""), 0.0f, -0.0f, -86.6f, 88.3f, 88.4f}) all.push_back(x);
   check_lanes_match_scalar(all, [](auto v) { return exp_approx(v); });
+  // The NonPositive form (x <= 0: a logit minus its row max) agrees with the full one there.
+  for (float x : negated(sweep(1e-30f, 100.0f, 40000))) CHECK(exp_approx<float, true>(x) == exp_approx(x));
+  CHECK(exp_approx<float, true>(-kInf) == 0.0f);
+  CHECK(std::isnan(exp_approx<float, true>(std::nanf(""))));
 }
 
 TEST_CASE("log_approx: within 2e-7 of libm for normal positive x; 0, subnormal, negative, inf, NaN") {

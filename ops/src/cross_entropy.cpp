@@ -66,8 +66,9 @@ double loss_fast(const T* x, const Targets& t, int64_t ignore_index, RowShape s,
     T mx = detail::kNegInf<T>;
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < n; ++j) mx = xr[j] > mx ? xr[j] : mx;
+    detail::prefetch_next_row(xr, r, s);
     const double total_x = detail::blocked_row_sum<T>(n, [&](int64_t j) { return xr[j]; });
-    const double total_exp = detail::blocked_row_sum<T>(n, [&](int64_t j) { return fn::Exp{}(xr[j] - mx); });
+    const double total_exp = detail::row_sum_exp(xr, n, mx);
     const double log_total = std::log(total_exp);
     const double nll = (mx - xr[t.ids[r]]) + log_total;                          // -log p_target
     const double smooth = (mx - total_x / static_cast<double>(n)) + log_total;  // mean_v -log p_v
@@ -114,11 +115,8 @@ void backward_fast(T* out, const T* x, const Targets& t, int64_t ignore_index, R
     T mx = detail::kNegInf<T>;
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < n; ++j) mx = xr[j] > mx ? xr[j] : mx;
-    const double total = detail::blocked_row_sum<T>(n, [&](int64_t j) {
-      T e = fn::Exp{}(xr[j] - mx);
-      o[j] = e;
-      return e;
-    });
+    detail::prefetch_next_row(xr, r, s);
+    const double total = detail::row_sum_exp(xr, n, mx, o);
     const T inv = static_cast<T>(1.0 / total);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) o[j] = scale * (o[j] * inv - spread);

@@ -52,9 +52,10 @@ void log_softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
         yr[j] = z;
         mx = z > mx ? z : mx;
       }
+      detail::prefetch_next_row(xr, r, s);
       if (mx == kNegInf<T>) return;  // fully masked row: already all -inf
       const T log_total =
-          static_cast<T>(std::log(detail::blocked_row_sum<T>(n, [&](int64_t j) { return fn::Exp{}(yr[j] - mx); })));
+          static_cast<T>(std::log(detail::row_sum_exp(yr, n, mx)));
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) yr[j] = (yr[j] - mx) - log_total;
     });
@@ -84,12 +85,12 @@ void log_softmax_backward_fast(T* out, const T* y, const T* g, RowShape s) {
     const T* yr = y + r * n;
     const T* gr = g + r * n;
     T* o = out + r * n;
-    double total = 0;
-#pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < n; ++j) total += yr[j] == kNegInf<T> ? T(0) : gr[j];
-    const T t = static_cast<T>(total);
+    const T t = static_cast<T>(
+        detail::blocked_row_sum<T>(n, [&](int64_t j) { return yr[j] == kNegInf<T> ? T(0) : gr[j]; }));
+    detail::prefetch_next_row(yr, r, s);
+    detail::prefetch_next_row(gr, r, s);
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) o[j] = yr[j] == kNegInf<T> ? T(0) : gr[j] - fn::Exp{}(yr[j]) * t;
+    for (int64_t j = 0; j < n; ++j) o[j] = yr[j] == kNegInf<T> ? T(0) : gr[j] - detail::exp_below_max(yr[j]) * t;
   });
 }
 

@@ -53,16 +53,13 @@ void softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
         yr[j] = z;
         mx = z > mx ? z : mx;
       }
+      detail::prefetch_next_row(xr, r, s);
       if (mx == detail::kNegInf<T>) {  // fully masked row: zeros, not 0/0
         for (int64_t j = 0; j < n; ++j) yr[j] = T(0);
         return;
       }
-      // exp and its sum in one vector loop (fn::Exp is plain arithmetic for float32).
-      const double total = detail::blocked_row_sum<T>(n, [&](int64_t j) {
-        T e = fn::Exp{}(yr[j] - mx);
-        yr[j] = e;
-        return e;
-      });
+      // exp and its sum in one vector loop (float32: rows.cpp, AVX-512 where the CPU has it).
+      const double total = detail::row_sum_exp(yr, n, mx, yr);
       const T inv = static_cast<T>(1.0 / total);
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
@@ -98,6 +95,8 @@ void softmax_backward_fast(T* out, const T* y, const T* g, RowShape s) {
     double dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int64_t j = 0; j < n; ++j) dot += gr[j] * yr[j];
+    detail::prefetch_next_row(yr, r, s);
+    detail::prefetch_next_row(gr, r, s);
     const T d = static_cast<T>(dot);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) o[j] = yr[j] * (gr[j] - d);

@@ -13,36 +13,59 @@
 
 namespace loom::kernels {
 
-// e^x = 2^n * e^r with n = round(x / ln 2) and r = x - n ln 2 in [-ln2/2, ln2/2];
-// e^r from a degree-7 polynomial (Cephes expf coefficients). Max relative error
-// ~1e-7 (within 2 ulp of libm). Results below e^-86.6 ~ 2.4e-38 flush to 0:
-// below that n would reach -126 and er * 2^n be subnormal, and a subnormal
-// product costs a microcode assist of ~100 cycles (masked attention logits,
-// all -inf, ran 2x slower for it). -inf gives 0, +inf and overflow give inf,
-// NaN stays NaN.
+// The pieces of every float exp here: e^x = 2^n e^r with n = round(x / ln 2),
+// r = x - n ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts, the first exact in a
+// product with n, so r is exact up to the second part's rounding).
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+// Adding 1.5 * 2^23 rounds to an integer in float arithmetic: k = x / ln 2 +
+// kShifter leaves n = round(x / ln 2) in k's low mantissa bits (|n| < 2^22).
+inline constexpr float kShifter = 12582912.0f;
+
+// e^r on |r| <= ln2/2: degree-6 minimax (relative error 2e-8 with these float
+// coefficients; scripts/fit_normal_tail.py --exp), 7 fmas.
+template <typename F>
+LOOM_HD F exp_reduced(F r) {
+  auto c = [](float v) { return splat<F>(v); };
+  F p = c(1.383679172e-03f);
+  p = fma_lanes(p, r, c(8.374857061e-03f));
+  p = fma_lanes(p, r, c(4.166822872e-02f));
+  p = fma_lanes(p, r, c(1.666641968e-01f));
+  p = fma_lanes(p, r, c(4.999999206e-01f));
+  p = fma_lanes(p, r, c(1.000000036e+00f));
+  return fma_lanes(p, r, c(1.000000001e+00f));
+}
+
+// 2^n from k = n + kShifter, for -126 <= n <= 127: n's bits plus the exponent
+// bias, shifted into the exponent field (the shifter's own bits shift out).
+template <typename F>
+LOOM_HD F pow2_from_shifted(F k) {
+  return float_from_bits((bits_of_float(k) + 127) << 23);
+}
+
+// e^x to ~1e-7 relative (within 2 ulp of libm). Results below e^-86.6 ~ 2.4e-38
+// flush to 0: below that n would reach -126 and e^r 2^n be subnormal, and a
+// subnormal product costs a microcode assist of ~100 cycles (masked attention
+// logits, all -inf, ran 2x slower for it). -inf gives 0, +inf and overflow
+// give inf, NaN stays NaN (its comparisons are false, so it passes the clamps
+// and poisons r). NonPositive: the caller knows x <= 0 (a logit minus its
+// row's max), which drops the overflow clamp and select.
 // F is float (a scalar loop under `#pragma omp simd`) or f32x8 (kernels/simd.h):
 // the same operations in the same order, so both give the same bits.
-template <typename F>
+template <typename F, bool NonPositive = false>
 LOOM_HD F exp_approx(F x) {
   auto c = [](float v) { return splat<F>(v); };
   const F max_arg = c(88.3762626647949f), min_arg = c(-86.6f);
-  F clamped = select(x > max_arg, max_arg, x);
-  clamped = select(clamped < min_arg, min_arg, clamped);
-  F n = floor_lanes(fma_lanes(clamped, c(1.44269504088896341f), c(0.5f)));
-  F r = fma_lanes(n, c(-0.693359375f), clamped);  // ln 2 split in two for an exact first product
-  r = fma_lanes(n, c(2.12194440e-4f), r);
-  F p = c(1.9875691500e-4f);
-  p = fma_lanes(p, r, c(1.3981999507e-3f));
-  p = fma_lanes(p, r, c(8.3334519073e-3f));
-  p = fma_lanes(p, r, c(4.1665795894e-2f));
-  p = fma_lanes(p, r, c(1.6666665459e-1f));
-  p = fma_lanes(p, r, c(5.0000001201e-1f));
-  F er = fma_lanes(p * r, r, r) + 1.0f;  // 1 + r + p r^2
-  F two_n = float_from_bits((to_int_lanes(n) + 127) << 23);
-  F result = er * two_n;
+  F clamped = select(x < min_arg, min_arg, x);
+  if constexpr (!NonPositive) clamped = select(clamped > max_arg, max_arg, clamped);
+  F k = fma_lanes(clamped, c(kLog2e), c(kShifter));
+  F n = k - kShifter;
+  F r = fma_lanes(n, c(-kLn2Hi), clamped);
+  r = fma_lanes(n, c(-kLn2Lo), r);
+  F result = exp_reduced(r) * pow2_from_shifted(k);
   result = select(x < min_arg, c(0.0f), result);
-  result = select(x > max_arg, c(std::numeric_limits<float>::infinity()), result);
-  return select(x != x, x, result);
+  if constexpr (NonPositive) return result;
+  else return select(x > max_arg, c(std::numeric_limits<float>::infinity()), result);
 }
 LOOM_HD float exp_float(float x) { return exp_approx(x); }
 
@@ -85,32 +108,18 @@ LOOM_HD F log_approx(F x) {
 // argument is -50, whose rounding error (up to ulp/2 = 1.9e-6) is directly a
 // relative error of the result. Here x * x = sq + sq_lo exactly (one fma),
 // a = -sq/2 is exact, and the small -sq_lo/2 joins the reduced argument r
-// after the exact Cody-Waite steps, so the result is as accurate as exp_float's
-// polynomial. Same reduction as exp_float; n is rounded with the 1.5 * 2^23
-// shifter (its low mantissa bits are n) instead of floor and a conversion.
+// after the exact Cody-Waite steps, so the result is as accurate as exp_approx.
 // Callers mask x >= 13 (there n < -126 and the bits are garbage).
 LOOM_HD float exp_minus_half_square(float x) {
-  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23
   float sq = x * x;
   float sq_lo = std::fma(x, x, -sq);
   float a = -0.5f * sq;
-  float k = std::fma(a, 1.44269504088896341f, kShifter);  // n + kShifter, n = round(a / ln 2)
+  float k = std::fma(a, kLog2e, kShifter);
   float n = k - kShifter;
-  float r = std::fma(n, -0.693359375f, a);  // ln 2 in two parts: exact first product
-  r = std::fma(n, 2.12194440e-4f, r);
+  float r = std::fma(n, -kLn2Hi, a);
+  r = std::fma(n, -kLn2Lo, r);
   r = std::fma(-0.5f, sq_lo, r);
-  // e^r on |r| <= ln2/2: degree-6 minimax (relative error 2e-8 with these
-  // float coefficients; scripts/fit_normal_tail.py --exp), 6 fmas where
-  // exp_float's Cephes form takes 8 operations.
-  float p = 1.383679172e-03f;
-  p = std::fma(p, r, 8.374857061e-03f);
-  p = std::fma(p, r, 4.166822872e-02f);
-  p = std::fma(p, r, 1.666641968e-01f);
-  p = std::fma(p, r, 4.999999206e-01f);
-  p = std::fma(p, r, 1.000000036e+00f);
-  float er = std::fma(p, r, 1.000000001e+00f);
-  float two_n = std::bit_cast<float>((std::bit_cast<int32_t>(k) + 127) << 23);  // low bits of k are n
-  return er * two_n;
+  return exp_reduced(r) * pow2_from_shifted(k);
 }
 
 // The normal CDF's tail without cancellation, after Numerical Recipes' erfcc
