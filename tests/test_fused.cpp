@@ -235,3 +235,71 @@ TEST_CASE("cross-entropy: out-of-range target names the id and V; all ignored gi
   loss.backward();
   for (double g : logits.grad().to_vector<double>()) CHECK(g == 0.0);
 }
+
+// The float32 fast kernels take two paths: rows of up to 256 held as f32x8
+// vectors in groups of 8 rows (attention), longer rows in blocked loops with
+// an AVX-512 exp-sum where the CPU has it (a vocabulary). Both, for row lengths
+// around every vector and block edge, against a float64 loop written here,
+// with each kind of mask: row-varying bool (one row fully masked), additive
+// with -inf, and a strided (transposed) bool mask read lane by lane.
+TEST_CASE("float32 softmax / log_softmax / cross-entropy: every row length and mask kind vs float64") {
+  Generator gen(17);
+  const int64_t rows = 11;  // not a whole number of row groups
+  for (int64_t n : {1, 3, 8, 13, 24, 31, 64, 255, 256, 257, 700}) {
+    Tensor x = randn({rows, n}, {f32}, gen, 0, 3);
+    Tensor coin = rand({rows, n}, {f64}, gen);
+    Tensor bool_mask = Tensor::empty({rows, n}, {DType::b8});
+    Tensor additive = Tensor::empty({rows, n}, {f32});
+    Tensor strided_storage = Tensor::empty({n, rows}, {DType::b8});
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double u = coin.data<double>()[r * n + j];
+        bool_mask.data<bool>()[r * n + j] = r == 4 || (u < 0.3 && j > 0);  // row 4 fully masked
+        additive.data<float>()[r * n + j] = u < 0.2 ? -INFINITY : static_cast<float>(u - 0.5);
+        strided_storage.data<bool>()[j * rows + r] = u > 0.8;
+      }
+    Tensor strided_mask = strided_storage.t();  // [rows, n], step `rows` along a row
+    const std::vector<float> xv = x.to_vector<float>();
+    for (int kind = 0; kind < 4; ++kind) {
+      Tensor mask = kind == 1 ? bool_mask : kind == 2 ? additive : kind == 3 ? strided_mask : Tensor();
+      INFO("n = " << n << ", mask kind " << kind);
+      const std::vector<float> y = softmax(x, -1, mask).to_vector<float>();
+      const std::vector<float> ly = log_softmax(x, -1, mask).to_vector<float>();
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<double> z(n);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) {
+          z[j] = xv[r * n + j];
+          if (kind == 1 && bool_mask.data<bool>()[r * n + j]) z[j] = -INFINITY;
+          if (kind == 2) z[j] += additive.data<float>()[r * n + j];
+          if (kind == 3 && strided_storage.data<bool>()[j * rows + r]) z[j] = -INFINITY;
+          mx = std::max(mx, z[j]);
+        }
+        double total = 0;
+        for (int64_t j = 0; j < n; ++j) total += mx == -INFINITY ? 0.0 : std::exp(z[j] - mx);
+        for (int64_t j = 0; j < n; ++j) {
+          const double p = mx == -INFINITY ? 0.0 : std::exp(z[j] - mx) / total;
+          const double log_p = mx == -INFINITY ? -INFINITY : (z[j] - mx) - std::log(total);
+          CHECK(std::abs(y[r * n + j] - p) <= 1e-6 + 1e-5 * p);
+          if (std::isinf(log_p)) CHECK(ly[r * n + j] == -INFINITY);
+          else CHECK(std::abs(ly[r * n + j] - log_p) <= 1e-5 * std::max(1.0, std::abs(log_p)));
+        }
+      }
+    }
+    // Cross-entropy (no mask; eps = 0.1) against the same float64 log-probabilities.
+    std::vector<int64_t> targets(rows);
+    for (int64_t r = 0; r < rows; ++r) targets[r] = (r * 7) % n;
+    const double loss = label_smoothed_cross_entropy(x, ids(targets), 0.1).item<double>();
+    double expected = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -INFINITY, total = 0, mean_log_p = 0;
+      for (int64_t j = 0; j < n; ++j) mx = std::max<double>(mx, xv[r * n + j]);
+      for (int64_t j = 0; j < n; ++j) total += std::exp(xv[r * n + j] - mx);
+      for (int64_t j = 0; j < n; ++j) mean_log_p += ((xv[r * n + j] - mx) - std::log(total)) / n;
+      const double target_log_p = (xv[r * n + targets[r]] - mx) - std::log(total);
+      expected += -(0.9 * target_log_p + 0.1 * mean_log_p) / rows;
+    }
+    INFO("cross-entropy, n = " << n);
+    CHECK(loss == doctest::Approx(expected).epsilon(1e-5));
+  }
+}
