@@ -247,3 +247,41 @@ TEST_CASE("in-place writes to tensors that require grad need NoGradGuard") {
   CHECK(values(w) == std::vector<double>{3, 4});
   CHECK(w.storage()->version() == version + 1);
 }
+
+TEST_CASE("a tensor written in place after the forward pass used it: backward refuses, naming op and tensor") {
+  // mul's backward reads x; writing x afterwards would give w a wrong gradient.
+  Tensor w = leaf({1, 2});
+  Tensor x = tensor({3, 4}, f64);
+  Tensor y = sum(mul(w, x));
+  {
+    NoGradGuard no_grad;
+    copy_(x, tensor({5, 6}, f64));
+  }
+  std::string message = error_of([&] { y.backward(); });
+  CHECK(message.find("mul: input 1 (shape [2]) was modified in place") != std::string::npos);
+  CHECK(message.find("storage version 1 now, 0 then") != std::string::npos);
+  CHECK(message.find("test_autograd.cpp") != std::string::npos);  // the user's line that called mul
+
+  // softmax's backward reads its output (here the root: a consumer of p would
+  // complain first, as every input is checked).
+  Tensor z = leaf({1, 2});
+  Tensor p = softmax(z);
+  {
+    NoGradGuard no_grad;
+    fill_(p, 0.5);
+  }
+  message = error_of([&] { p.backward(tensor({1, 3}, f64)); });
+  CHECK(message.find("softmax: its output (shape [2]) was modified in place") != std::string::npos);
+
+  // Writing after backward (an optimizer step) is fine, and the next step sees the new values.
+  Tensor v = leaf({1, 2});
+  sum(mul(v, v)).backward();
+  CHECK(values(v.grad()) == std::vector<double>{2, 4});
+  {
+    NoGradGuard no_grad;
+    copy_(v, tensor({3, 4}, f64));
+  }
+  v.set_grad(Tensor());
+  sum(mul(v, v)).backward();
+  CHECK(values(v.grad()) == std::vector<double>{6, 8});
+}

@@ -147,6 +147,17 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
              "{}: trying to backward through the graph a second time (its saved tensors were freed); "
              "pass retain_graph=true to the first backward",
              name);
+  for (const SavedVersion& saved : saved_versions) {
+    auto storage = saved.storage.lock();
+    if (!storage || storage->version() == saved.version) continue;
+    const TensorMeta& meta = saved.input < 0 ? output : inputs[saved.input];
+    fail("{}: {} (shape {}) was modified in place after the forward pass used it (storage version {} now, {} "
+         "then), so the gradients computed from it would be wrong; clone it before writing to it, or write "
+         "after backward. "
+         "The op was called from {}",
+         name, saved.input < 0 ? std::string("its output") : fmt::format("input {}", saved.input), meta.shape,
+         storage->version(), saved.version, where_text(where));
+  }
   BackwardContext ctx(*this);
   return backward(ctx, grad_output);
 }
@@ -189,7 +200,10 @@ Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor o
   for (const Tensor& in : inputs) {
     node->next.push_back(in.defined() ? gradient_edge(in) : nullptr);
     node->inputs.push_back(in.defined() ? TensorMeta{in.shape(), in.dtype(), in.device()} : TensorMeta{});
+    if (in.defined() && in.storage())
+      node->saved_versions.push_back({in.storage(), in.storage()->version(), static_cast<int64_t>(node->inputs.size() - 1)});
   }
+  if (output.storage()) node->saved_versions.push_back({output.storage(), output.storage()->version(), -1});
   node->output = {output.shape(), output.dtype(), output.device()};
   // The saved copy shares storage and metadata but not grad_fn: no cycle.
   node->saved_output = std::make_shared<TensorImpl>(output.impl());

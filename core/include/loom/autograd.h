@@ -134,6 +134,18 @@ class FunctionNode final : public Node {
   BackwardFn backward;
   std::shared_ptr<TensorImpl> saved_output;  // output metadata + storage, no grad_fn
   bool released = false;
+
+  // The storage versions of the inputs and the output when the op ran. A
+  // backward formula reads the tensors it captured; had one been written in
+  // place since (copy_/fill_ under NoGradGuard), the gradient would be silently
+  // wrong, so apply() refuses. Conservative: every input is checked, also one
+  // this op's formula does not read. Weak: a storage nobody holds is not kept alive.
+  struct SavedVersion {
+    std::weak_ptr<Storage> storage;
+    uint64_t version = 0;
+    int64_t input = -1;  // -1: the output
+  };
+  std::vector<SavedVersion> saved_versions;
 };
 
 // Records `output = name(inputs...)` with its backward formula when grad mode is
