@@ -153,8 +153,7 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
     const TensorMeta& meta = saved.input < 0 ? output : inputs[saved.input];
     fail("{}: {} (shape {}) was modified in place after the forward pass used it (storage version {} now, {} "
          "then), so the gradients computed from it would be wrong; clone it before writing to it, or write "
-         "after backward. "
-         "The op was called from {}",
+         "after backward. The op was called from {}",
          name, saved.input < 0 ? std::string("its output") : fmt::format("input {}", saved.input), meta.shape,
          storage->version(), saved.version, where_text(where));
   }
