@@ -29,7 +29,7 @@ TEST_CASE("shape errors name the op and both shapes") {
 }
 
 TEST_CASE("dtypes never mix silently") {
-  CHECK_ERROR(zeros({2}, {f32}) + zeros({2}, {f64}), "add: operands have different dtypes (float32 and float64)");
+  CHECK_ERROR(zeros({2}, {f32}) + zeros({2}, {f64}), "add: operands have different dtypes (float32 of shape [2] and float64 of shape [2])");
   CHECK_ERROR(matmul(zeros({2, 2}, {i64}), zeros({2, 2}, {i64})), "matmul: expected float32 or float64, got int64");
   CHECK_ERROR(exp(zeros({2}, {i32})), "exp: expected a floating dtype (float32 or float64), got int32");
   CHECK_ERROR(zeros({2}, {i64}).requires_grad_(), "requires_grad_: only floating tensors can require gradients");
@@ -91,8 +91,8 @@ TEST_CASE("mixing devices in one op is an error naming both devices") {
     Tensor elsewhere = on_cpu.to(Device::cuda(0));
     CHECK(elsewhere.device() == Device::cuda(0));
     CHECK(elsewhere.to(kCPU).to_vector<float>() == std::vector<float>(6, 1.0f));  // copies both ways
-    CHECK_ERROR(on_cpu + elsewhere, "add: operands are on different devices (cpu and cuda:0)");
-    CHECK_ERROR(matmul(on_cpu, elsewhere.t()), "matmul: operands are on different devices (cpu and cuda:0)");
+    CHECK_ERROR(on_cpu + elsewhere, "add: operands are on different devices (cpu of shape [2, 3] and cuda:0 of shape [2, 3])");
+    CHECK_ERROR(matmul(on_cpu, elsewhere.t()), "matmul: operands are on different devices (cpu of shape [2, 3] and cuda:0 of shape [3, 2])");
     CHECK_ERROR(copy_(on_cpu, elsewhere), "copy_: destination is on cpu and source on cuda:0; use to_device");
     CHECK_ERROR(exp(elsewhere), "exp: no kernel for device cuda:0 in this build");
   }
