@@ -102,4 +102,8 @@ TEST_CASE("load_lanes / store_lanes / load_byte_lanes touch only the first `widt
   f32x8 v = {3, -1, 7, 2, 9, 0, -5, 4};
   CHECK(max_across(v) == 9.0f);
   CHECK(add_across(v) == 19.0f);
+  f32x8 rows[8];
+  for (int i = 0; i < 8; ++i) rows[i] = v * static_cast<float>(i + 1) + static_cast<float>(i);
+  f32x8 sums = add_across_each(rows);
+  for (int i = 0; i < 8; ++i) CHECK(sums[i] == add_across(rows[i]));
 }

@@ -82,6 +82,14 @@ inline float add_across(f32x8 v) {
   q = q + __builtin_shufflevector(q, q, 2, 3, 0, 1);
   return q[0] + q[1];
 }
+// Lane i = the sum across v[i]'s lanes, for 8 vectors at once (three rounds of
+// pairwise adds, no scalar round trip), in the fixed order ((0+1)+(2+3))+((4+5)+(6+7)).
+inline f32x8 add_across_each(const f32x8 (&v)[8]) {
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  // u0 holds v[0..3]'s sums of lanes 0-3 in its low half and of lanes 4-7 in its high half; u1 the same for v[4..7].
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
 inline float max_across(f32x8 v) {
   using f32x4 = float __attribute__((vector_size(16)));
   f32x4 a = __builtin_shufflevector(v, v, 0, 1, 2, 3), b = __builtin_shufflevector(v, v, 4, 5, 6, 7);
