@@ -5,7 +5,9 @@
 #include <omp.h>
 
 #include <cmath>
+#include <tuple>
 
+#include "loom/cpu.h"
 #include "loom/kernels/mode.h"
 #include "loom/ops.h"
 
@@ -302,4 +304,25 @@ TEST_CASE("float32 softmax / log_softmax / cross-entropy: every row length and m
     INFO("cross-entropy, n = " << n);
     CHECK(loss == doctest::Approx(expected).epsilon(1e-5));
   }
+}
+
+// The long-row exp-and-sum has an AVX-512 twin (16 lanes) and an AVX2 one (8):
+// their sums round in different orders, so they agree to float rounding, not bits.
+TEST_CASE("long float32 rows: the AVX2 and AVX-512 exp-sum paths agree") {
+  Generator gen(23);
+  Tensor x = randn({6, 8000}, {f32}, gen, 0, 4);
+  Tensor targets = ids({1, 7999, 4000, 0, 17, 256});
+  auto run = [&] {
+    return std::tuple{softmax(x).to_vector<float>(), log_softmax(x).to_vector<float>(),
+                      label_smoothed_cross_entropy(x, targets, 0.1).item<double>()};
+  };
+  auto [p512, l512, ce512] = run();
+  const bool previous = set_avx512_enabled(false);
+  auto [p256, l256, ce256] = run();
+  set_avx512_enabled(previous);
+  for (size_t i = 0; i < p512.size(); ++i) {
+    CHECK(std::abs(p512[i] - p256[i]) <= 1e-6f * p256[i] + 1e-12f);
+    CHECK(std::abs(l512[i] - l256[i]) <= 1e-6f * std::abs(l256[i]) + 1e-6f);
+  }
+  CHECK(ce512 == doctest::Approx(ce256).epsilon(1e-6));
 }

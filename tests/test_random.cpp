@@ -3,7 +3,10 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
+#include "loom/cpu.h"
 #include "loom/ops.h"
 #include "loom/philox.h"
 #include "loom/philox_batch.h"
@@ -102,15 +105,28 @@ TEST_CASE("same seed, same bits: results do not depend on the thread count") {
   omp_set_num_threads(saved);
 }
 
-TEST_CASE("the 16-block Philox path (AVX-512 where present) is bit-identical to philox_block") {
-  for (uint64_t first : {uint64_t{0}, uint64_t{999}, (uint64_t{1} << 32) - 8}) {
-    uint32_t words[64];
-    philox_batch16(0x123456789abcull, 5, first, words);
-    for (int b = 0; b < 16; ++b) {
-      Philox4x32 r = philox_block(0x123456789abcull, 5, first + b);
-      for (int lane = 0; lane < 4; ++lane) CHECK(words[4 * b + lane] == r.v[lane]);
+TEST_CASE("the 16-block Philox path, AVX-512 (where present) and AVX2, is bit-identical to philox_block") {
+  for (bool avx512 : {true, false}) {
+    const bool previous = set_avx512_enabled(avx512);
+    INFO("AVX-512 path: " << avx512_enabled());
+    for (uint64_t first : {uint64_t{0}, uint64_t{999}, (uint64_t{1} << 32) - 8}) {
+      uint32_t words[64];
+      philox_batch16(0x123456789abcull, 5, first, words);
+      for (int b = 0; b < 16; ++b) {
+        Philox4x32 r = philox_block(0x123456789abcull, 5, first + b);
+        for (int lane = 0; lane < 4; ++lane) CHECK(words[4 * b + lane] == r.v[lane]);
+      }
     }
+    set_avx512_enabled(previous);
   }
+}
+
+TEST_CASE("LOOM_NO_AVX512=1 turns the AVX-512 paths off at start-up") {
+  // ctest runs this binary twice: plain, and with LOOM_NO_AVX512=1 (tests/CMakeLists.txt).
+  const char* env = std::getenv("LOOM_NO_AVX512");
+  const bool off = env && std::string(env) == "1";
+  CHECK(avx512_enabled() == (cpu_has_avx512() && !off));
+  MESSAGE("CPU has AVX-512F: " << cpu_has_avx512() << "; AVX-512 paths on: " << avx512_enabled());
 }
 
 TEST_CASE("the batched Philox path is bit-identical to philox_block") {

@@ -5,20 +5,24 @@
 // between Phi and phi in the backward; float64 and the reference kernels keep
 // libm's erf.
 #include "elementwise.h"
+#include "loom/cpu.h"
 
 namespace loom {
 
 namespace {
-// The float32 gelu loop alone, compiled twice and chosen when the library loads:
-// AVX-512 where the CPU has it (this polynomial is arithmetic-bound, so twice the
-// lanes measured 2x: 2.1 -> 1.2 ms for 3.1M elements on one core), AVX2 otherwise.
-// Elementwise with the same contractions, so both give the same bits.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("arch=x86-64-v4", "default")))
-#endif
-void gelu_float_span(float* out, const float* x, int64_t n) {
+// The float32 gelu loop alone, compiled twice and chosen per call by
+// avx512_enabled() (loom/cpu.h): AVX-512 where the CPU has it (this polynomial
+// is arithmetic-bound, so twice the lanes measured 2x: 2.1 -> 1.2 ms for 3.1M
+// elements on one core), AVX2 otherwise. Elementwise with explicit fmas, so
+// both give the same bits (tests/test_elementwise.cpp runs both).
+inline void gelu_float_loop(float* out, const float* x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = kernels::gelu_float(x[i]);
+}
+LOOM_TARGET_AVX512 void gelu_float_span_avx512(float* out, const float* x, int64_t n) { gelu_float_loop(out, x, n); }
+void gelu_float_span(float* out, const float* x, int64_t n) {
+  if (avx512_enabled()) gelu_float_span_avx512(out, x, n);
+  else gelu_float_loop(out, x, n);
 }
 
 // Contiguous float32 input on the fast kernels: gelu_float_span over fixed chunks.

@@ -5,6 +5,7 @@
 // philox_block() eight times (test_random checks it), which remains the definition.
 #include <cstdint>
 
+#include "loom/cpu.h"
 #include "loom/philox.h"
 
 #if defined(__AVX2__) && !defined(__CUDACC__)
@@ -72,7 +73,7 @@ inline void philox_batch(uint64_t seed, uint64_t offset, uint64_t first_block, u
 }
 
 namespace philox_detail {
-__attribute__((target("avx512f"))) inline void mulhilo16(__m512i a, __m512i m, __m512i* lo, __m512i* hi) {
+LOOM_TARGET_AVX512 inline void mulhilo16(__m512i a, __m512i m, __m512i* lo, __m512i* hi) {
   *lo = _mm512_mullo_epi32(a, m);
   __m512i even = _mm512_mul_epu32(a, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
   *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
@@ -81,7 +82,7 @@ __attribute__((target("avx512f"))) inline void mulhilo16(__m512i a, __m512i m, _
 // Sixteen blocks in the lanes of AVX-512 registers: the same arithmetic as
 // philox_batch, twice as wide. Compiled for AVX-512 only; called only when the
 // CPU has it.
-__attribute__((target("avx512f"))) inline void philox_batch16_avx512(uint64_t seed, uint64_t offset,
+LOOM_TARGET_AVX512 inline void philox_batch16_avx512(uint64_t seed, uint64_t offset,
                                                                      uint64_t first_block, uint32_t* words) {
   alignas(64) uint32_t lo[16], hi[16];
   block_counters<16>(first_block, lo, hi);
@@ -117,16 +118,12 @@ __attribute__((target("avx512f"))) inline void philox_batch16_avx512(uint64_t se
   _mm512_storeu_si512(words + 48, _mm512_shuffle_i32x4(v2, v3, 0xDD));
 }
 
-inline bool cpu_has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
 }  // namespace philox_detail
 
 // Words for 16 consecutive blocks (64 words, element order): AVX-512 when the
 // CPU has it, else two 8-block batches. The same bits either way.
 inline void philox_batch16(uint64_t seed, uint64_t offset, uint64_t first_block, uint32_t* words) {
-  if (philox_detail::cpu_has_avx512()) {
+  if (avx512_enabled()) {
     philox_detail::philox_batch16_avx512(seed, offset, first_block, words);
   } else {
     philox_batch(seed, offset, first_block, words);
