@@ -256,15 +256,18 @@ void softmax_row_groups(const float* x, const RowMask& mask, RowShape s, Finish 
         load_masked_row<K>(g.rows[i], x + r * n, mask_row_ptr<float>(mask, r), step, n);
         g.max[i] = kernels::max_across(g.rows[i].max());
       }
-      kernels::f32x8 sums[kRowGroup] = {};
+      kernels::f32x8 sums[kRowGroup];
       for (int64_t i = 0; i < g.count; ++i) {
         VectorRow& row = g.rows[i];
+        kernels::f32x8 sum{};
         for (int64_t c = 0; c < row.count; ++c) {
           kernels::f32x8 e = kernels::exp_approx<kernels::f32x8, /*NonPositive=*/true>(row.lanes[c] - g.max[i]);
           if constexpr (KeepExp) row.lanes[c] = e;
-          sums[i] += e;
+          sum += e;
         }
+        sums[i] = sum;
       }
+      for (int64_t i = g.count; i < kRowGroup; ++i) sums[i] = kernels::f32x8{};  // a short last group
       g.totals = kernels::add_across_each(sums);
       finish(g);
     });
