@@ -1,0 +1,12 @@
+#include "loom/nn/layers.h"
+#include "loom/ops.h"
+
+namespace loom::nn {
+
+Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(&gen) {
+  LOOM_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got {}", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_training(), *gen_); }
+
+}  // namespace loom::nn

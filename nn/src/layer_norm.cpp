@@ -1,0 +1,14 @@
+#include "loom/nn/layers.h"
+#include "loom/ops.h"
+
+namespace loom::nn {
+
+LayerNorm::LayerNorm(int64_t dim, double eps, TensorOptions options) : eps_(eps) {
+  LOOM_CHECK(dim > 0, "LayerNorm: dim must be positive, got {}", dim);
+  register_parameter("weight", weight, ones({dim}, options));
+  register_parameter("bias", bias, zeros({dim}, options));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps_); }
+
+}  // namespace loom::nn

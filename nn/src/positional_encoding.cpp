@@ -1,0 +1,33 @@
+#include <cmath>
+
+#include "loom/nn/layers.h"
+#include "loom/ops.h"
+
+namespace loom::nn {
+
+PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_len, Generator& gen,
+                                       TensorOptions options)
+    : dropout(p, gen) {
+  LOOM_CHECK(d_model > 0 && max_len > 0, "PositionalEncoding: d_model and max_len must be positive, got {} and {}",
+             d_model, max_len);
+  register_module("dropout", dropout);
+  std::vector<double> pe(static_cast<size_t>(max_len * d_model));
+  for (int64_t pos = 0; pos < max_len; ++pos)
+    for (int64_t i = 0; i < d_model; ++i) {
+      // Pairs (2k, 2k+1) share the frequency 1 / 10000^(2k / d_model).
+      const double angle = static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(i - i % 2) / d_model);
+      pe[pos * d_model + i] = i % 2 == 0 ? std::sin(angle) : std::cos(angle);
+    }
+  table_ = from_vector(pe, {max_len, d_model}, {DType::f64}).to(options.dtype).to(options.device);
+}
+
+Tensor PositionalEncoding::forward(const Tensor& x) const {
+  const int64_t max_len = table_.shape()[0], d_model = table_.shape()[1];
+  LOOM_CHECK(x.dim() == 3 && x.shape()[2] == d_model,
+             "PositionalEncoding: expected input [batch, time, {}], got shape {}", d_model, x.shape());
+  LOOM_CHECK(x.shape()[1] <= max_len, "PositionalEncoding: sequence of {} positions is longer than max_len {}",
+             x.shape()[1], max_len);
+  return dropout(add(x, table_.narrow(0, 0, x.shape()[1])));
+}
+
+}  // namespace loom::nn

@@ -1,0 +1,156 @@
+// optim: each optimizer's trajectory against PyTorch's on the same problem, the
+// Noam schedule against its formula, clipping, and a small model that learns.
+//
+// Provenance of the expected values: /usr/bin/python3 (Debian python3-torch 1.13), float64:
+//   w = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+//   t = torch.tensor([1., 2., 3.]); c = torch.tensor([1., 0.5, 2.])   (float64)
+//   opt = <optimizer>([w]); 3 x (opt.zero_grad(); ((w - t)**2 * c).sum().backward(); opt.step())
+//   print(w.tolist())
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "loom/nn.h"
+#include "loom/ops.h"
+#include "loom/optim.h"
+
+using namespace loom;
+using namespace loom::optim;
+
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<double> three_steps(const std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>& make) {
+  Tensor w = tensor({0.5, -1.0, 2.0}, f64);
+  w.requires_grad_();
+  Tensor t = tensor({1.0, 2.0, 3.0}, f64), c = tensor({1.0, 0.5, 2.0}, f64);
+  auto opt = make({w});
+  for (int i = 0; i < 3; ++i) {
+    opt->zero_grad();
+    Tensor d = sub(w, t);
+    sum(mul(mul(d, d), c)).backward();
+    opt->step();
+  }
+  CHECK(opt->steps() == 3);
+  return w.to_vector<double>();
+}
+
+void check_close(const std::vector<double>& got, const std::vector<double>& expected) {
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-13));
+}
+}  // namespace
+
+TEST_CASE("Adam, Adam with L2, AdamW and SGD (plain, momentum, Nesterov) follow PyTorch's trajectories") {
+  check_close(three_steps([](auto p) { return std::make_unique<Adam>(p, AdamOptions{.lr = 0.1}); }),
+              {0.7951287474397004, -0.7003815239578243, 2.2984137278331622});
+  check_close(
+      three_steps([](auto p) { return std::make_unique<Adam>(p, AdamOptions{.lr = 0.1, .weight_decay = 0.01}); }),
+      {0.7950400516249001, -0.7003845034541586, 2.298396211147531});
+  check_close(three_steps([](auto p) {
+                return std::make_unique<Adam>(
+                    p, AdamOptions{.lr = 0.1, .weight_decay = 0.1, .decoupled_weight_decay = true});
+              }),
+              {0.7777561630547124, -0.6737130232987613, 2.2364618866496566});  // torch.optim.AdamW
+  check_close(three_steps([](auto p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.1}); }),
+              {0.744, -0.18699999999999994, 2.7840000000000003});
+  check_close(three_steps([](auto p) {
+                return std::make_unique<SGD>(
+                    p, SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+              }),
+              {0.947998233595, 0.4752108758100001, 3.49409948638});
+  check_close(three_steps([](auto p) {
+                return std::make_unique<SGD>(p, SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+              }),
+              {1.054176, 1.018037, 3.433296});
+}
+
+TEST_CASE("Noam: linear warm-up, then 1/sqrt(step); the peak at step = warmup") {
+  Tensor w = tensor({1.0}, f64);
+  w.requires_grad_();
+  Adam adam({w}, {.lr = 0.0, .betas = {0.9, 0.98}, .eps = 1e-9});
+  Noam noam(adam, 512, 4000);
+  const double peak = 1.0 / std::sqrt(512.0 * 4000.0);
+  CHECK(noam.rate(4000) == doctest::Approx(peak).epsilon(1e-15));
+  CHECK(noam.rate(2000) == doctest::Approx(peak / 2).epsilon(1e-15));   // rising linearly
+  CHECK(noam.rate(16000) == doctest::Approx(peak / 2).epsilon(1e-15));  // sqrt(4000 / 16000)
+  CHECK(noam.rate(1) == doctest::Approx(std::pow(512.0, -0.5) * std::pow(4000.0, -1.5)).epsilon(1e-15));
+  CHECK(noam.step() == noam.rate(1));
+  CHECK(adam.lr() == noam.rate(1));
+  CHECK(noam.step() == noam.rate(2));
+  CHECK(noam.current_step() == 2);
+  CHECK(error_of([&] { Noam bad(adam, 512, 0); }) == "Noam: d_model, warmup and factor must be positive, got 512, 0 and 1");
+}
+
+// Provenance: w = [3, -4], v = [12] (float64) with gradients w and v;
+// torch.nn.utils.clip_grad_norm_([w, v], 6.5) returns 13.0 and leaves
+// w.grad = [1.4999998846153937, -1.9999998461538582], v.grad = [5.999999538461575].
+TEST_CASE("clip_grad_norm: returns the norm, scales as PyTorch; below the limit nothing changes") {
+  Tensor w = tensor({3.0, -4.0}, f64), v = tensor({12.0}, f64);
+  w.requires_grad_();
+  v.requires_grad_();
+  add(sum(mul(w, w)), sum(mul(v, v))).backward(tensor({0.5}, f64).reshape({}));
+  CHECK(grad_norm({w, v}) == 13.0);
+  CHECK(clip_grad_norm({w, v}, 6.5) == 13.0);
+  check_close(w.grad().to_vector<double>(), {1.4999998846153937, -1.9999998461538582});
+  check_close(v.grad().to_vector<double>(), {5.999999538461575});
+  auto before = w.grad().to_vector<double>();
+  CHECK(clip_grad_norm({w, v}, 100.0) == doctest::Approx(6.5));
+  CHECK(w.grad().to_vector<double>() == before);
+}
+
+TEST_CASE("optimizers: skip parameters without a gradient; refuse non-leaves; a stale graph refuses backward") {
+  Tensor used = tensor({1.0, 2.0}, f64), unused = tensor({5.0}, f64);
+  used.requires_grad_();
+  unused.requires_grad_();
+  SGD sgd({used, unused}, {.lr = 0.5});
+  sum(mul(used, used)).backward();
+  sgd.step();
+  CHECK(used.to_vector<double>() == std::vector<double>{0.0, 0.0});
+  CHECK(unused.to_vector<double>() == std::vector<double>{5.0});
+
+  Tensor non_leaf = mul(used, tensor({2.0, 2.0}, f64));
+  CHECK(error_of([&] { SGD bad({non_leaf}); }) == "optimizer: parameter 0 must be a leaf tensor that requires grad");
+
+  // A graph recorded before a step reads the old weights: backward refuses.
+  Tensor w = tensor({1.0, 2.0}, f64);
+  w.requires_grad_();
+  Adam adam({w}, {.lr = 0.1});
+  Tensor first = sum(mul(w, w));
+  first.backward(Tensor(), /*retain_graph=*/true);
+  adam.step();
+  CHECK(error_of([&] { first.backward(); }).find("mul: input 0 (shape [2]) was modified in place") !=
+        std::string::npos);
+}
+
+TEST_CASE("a two-layer network learns XOR with Adam (loss below 0.01 in 300 steps)") {
+  Generator gen(1);
+  nn::Linear hidden(2, 16, true, gen), out(16, 1, true, gen);
+  std::vector<Tensor> params = hidden.parameters();
+  for (const Tensor& p : out.parameters()) params.push_back(p);
+  Adam adam(params, {.lr = 0.05});
+  Tensor x = tensor({{0, 0}, {0, 1}, {1, 0}, {1, 1}});
+  Tensor y = tensor({0, 1, 1, 0}).reshape({4, 1});
+  double loss_value = 1;
+  for (int step = 0; step < 300; ++step) {
+    adam.zero_grad();
+    Tensor d = sub(out(tanh(hidden(x))), y);
+    Tensor loss = mean(mul(d, d));
+    loss.backward();
+    adam.step();
+    loss_value = loss.item<double>();
+  }
+  MESSAGE("XOR loss after 300 Adam steps: " << loss_value);
+  CHECK(loss_value < 0.01);
+}
