@@ -1,0 +1,201 @@
+#include "loom/nn/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "loom/ops.h"
+
+namespace loom::nn {
+
+namespace {
+
+using json = nlohmann::json;
+
+const char* safetensors_dtype(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::b8: return "BOOL";
+  }
+  return "?";
+}
+
+bool dtype_from_safetensors(const std::string& s, DType& t) {
+  static const std::pair<const char*, DType> table[] = {
+      {"F32", DType::f32}, {"F64", DType::f64}, {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::b8}};
+  for (const auto& [name, dtype] : table)
+    if (s == name) {
+      t = dtype;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+  json header = json::object();
+  std::vector<Tensor> data;  // contiguous CPU copies, in file order
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    LOOM_CHECK(!name.empty() && name != "__metadata__", "save_safetensors '{}': invalid tensor name '{}'", path, name);
+    LOOM_CHECK(!header.contains(name), "save_safetensors '{}': tensor name '{}' appears twice", path, name);
+    LOOM_CHECK(tensor.defined(), "save_safetensors '{}': tensor '{}' is undefined", path, name);
+    Tensor dense = tensor.detach().to(kCPU).contiguous();
+    const uint64_t bytes = static_cast<uint64_t>(dense.numel()) * dtype_size(dense.dtype());
+    header[name] = {{"dtype", safetensors_dtype(dense.dtype())},
+                    {"shape", dense.shape()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(dense);
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+
+  // Written beside the target, then renamed over it (atomic on POSIX): a crash
+  // leaves the old checkpoint or the new one, never half of one.
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    LOOM_CHECK(out.good(), "save_safetensors: cannot write '{}': {}", temporary, std::strerror(errno));
+    uint64_t length = text.size();
+    unsigned char length_bytes[8];
+    for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<unsigned char>(length >> (8 * i));
+    out.write(reinterpret_cast<const char*>(length_bytes), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const Tensor& t : data)
+      out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.numel() * dtype_size(t.dtype())));
+    out.flush();
+    if (!out.good()) {
+      std::remove(temporary.c_str());
+      fail("save_safetensors: writing '{}' failed (disk full?): {}", temporary, std::strerror(errno));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    fail("save_safetensors: cannot rename '{}' to '{}': {}", temporary, path, why);
+  }
+}
+
+TensorFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  LOOM_CHECK(in.good(), "load_safetensors: cannot open '{}': {}", path, std::strerror(errno));
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  LOOM_CHECK(file_size >= 8, "load_safetensors '{}': the file has {} bytes, fewer than the 8-byte header length",
+             path, file_size);
+  unsigned char length_bytes[8];
+  in.read(reinterpret_cast<char*>(length_bytes), 8);
+  uint64_t header_size = 0;
+  for (int i = 0; i < 8; ++i) header_size |= static_cast<uint64_t>(length_bytes[i]) << (8 * i);
+  LOOM_CHECK(header_size <= file_size - 8,
+             "load_safetensors '{}': the header claims {} bytes but only {} follow the length field (truncated or "
+             "not a safetensors file)",
+             path, header_size, file_size - 8);
+  std::string text(header_size, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header_size));
+  json header;
+  try {
+    header = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail("load_safetensors '{}': the JSON header is corrupt at byte offset {} of the file: {}", path, 8 + e.byte - 1,
+         e.what());
+  }
+  LOOM_CHECK(header.is_object(), "load_safetensors '{}': the header is not a JSON object", path);
+
+  const uint64_t data_begin = 8 + header_size, data_size = file_size - data_begin;
+  TensorFile file;
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [name, spec] : header.items()) {
+    if (name == "__metadata__") {
+      LOOM_CHECK(spec.is_object(), "load_safetensors '{}': __metadata__ must be an object of strings", path);
+      for (const auto& [key, value] : spec.items()) {
+        LOOM_CHECK(value.is_string(), "load_safetensors '{}': metadata '{}' is not a string", path, key);
+        file.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string& why) { fail("load_safetensors '{}': tensor '{}': {}", path, name, why); };
+    if (!spec.is_object() || !spec.contains("dtype") || !spec.contains("shape") || !spec.contains("data_offsets"))
+      bad("needs dtype, shape and data_offsets");
+    Entry e{name, DType::f32, {}, 0, 0};
+    if (!spec["dtype"].is_string() || !dtype_from_safetensors(spec["dtype"].get<std::string>(), e.dtype))
+      bad(fmt::format("unsupported dtype {}", spec["dtype"].dump()));
+    if (!spec["shape"].is_array()) bad("shape is not an array");
+    for (const auto& d : spec["shape"]) {
+      if (!d.is_number_unsigned()) bad(fmt::format("shape {} has a non-integer or negative size", spec["shape"].dump()));
+      e.shape.push_back(d.get<int64_t>());
+    }
+    const auto& offsets = spec["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      bad("data_offsets must be two unsigned integers");
+    e.begin = offsets[0].get<uint64_t>();
+    e.end = offsets[1].get<uint64_t>();
+    const uint64_t needed = static_cast<uint64_t>(shape_numel(e.shape)) * dtype_size(e.dtype);
+    if (e.begin > e.end || e.end > data_size)
+      bad(fmt::format("data_offsets [{}, {}] lie outside the {} data bytes (the file is truncated?)", e.begin, e.end,
+                      data_size));
+    if (e.end - e.begin != needed)
+      bad(fmt::format("data_offsets [{}, {}] hold {} bytes but shape {} of {} needs {}", e.begin, e.end,
+                      e.end - e.begin, e.shape, dtype_name(e.dtype), needed));
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < entries.size(); ++i)
+    LOOM_CHECK(entries[i].begin >= entries[i - 1].end, "load_safetensors '{}': tensors '{}' and '{}' overlap", path,
+               entries[i - 1].name, entries[i].name);
+  for (const Entry& e : entries) {
+    Tensor t = Tensor::empty(e.shape, {e.dtype});
+    in.seekg(static_cast<std::streamoff>(data_begin + e.begin));
+    in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
+    LOOM_CHECK(in.good(), "load_safetensors '{}': reading tensor '{}' failed", path, e.name);
+    file.tensors.emplace_back(e.name, t);
+  }
+  return file;
+}
+
+void save(const Module& module, const std::string& path, const Metadata& metadata) {
+  save_safetensors(path, module.named_parameters(), metadata);
+}
+
+Metadata load(Module& module, const std::string& path, bool allow_unexpected) {
+  TensorFile file = load_safetensors(path);
+  std::map<std::string, Tensor> by_name(file.tensors.begin(), file.tensors.end());
+  auto params = module.named_parameters();
+  // Check everything before writing anything: an error leaves the module as it was.
+  for (const auto& [name, param] : params) {
+    auto it = by_name.find(name);
+    LOOM_CHECK(it != by_name.end(), "load '{}': the checkpoint has no tensor '{}' (shape {})", path, name,
+               param.shape());
+    LOOM_CHECK(it->second.shape() == param.shape() && it->second.dtype() == param.dtype(),
+               "load '{}': tensor '{}' is {} {} in the checkpoint but {} {} in the model", path, name,
+               dtype_name(it->second.dtype()), it->second.shape(), dtype_name(param.dtype()), param.shape());
+  }
+  if (!allow_unexpected)
+    for (const auto& [name, tensor] : file.tensors) {
+      const bool known = std::any_of(params.begin(), params.end(), [&](const auto& p) { return p.first == name; });
+      LOOM_CHECK(known, "load '{}': the checkpoint's tensor '{}' (shape {}) is not a parameter of the model", path,
+                 name, tensor.shape());
+    }
+  NoGradGuard no_grad;
+  for (auto& [name, param] : params) copy_(param, by_name.at(name).to(param.device()));
+  return file.metadata;
+}
+
+}  // namespace loom::nn

@@ -1,0 +1,149 @@
+// Checkpoints: safetensors round trips, a file written byte by byte to the
+// format's spec, and corrupt or mismatched files that must fail with a message
+// naming the file and the problem while leaving the model untouched.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "loom/nn.h"
+#include "loom/ops.h"
+
+using namespace loom;
+using namespace loom::nn;
+
+namespace {
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Tiny : Module {
+  Linear proj;
+  LayerNorm norm{3};
+  explicit Tiny(uint64_t seed, Generator gen = Generator(0)) : proj(2, 3, true, gen) {
+    Generator g(seed);
+    NoGradGuard no_grad;
+    copy_(proj.weight, randn({3, 2}, {}, g));
+    register_module("proj", proj);
+    register_module("norm", norm);
+  }
+};
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("loom_test_" + name)).string();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string header_bytes(const std::string& json) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  return s + json;
+}
+}  // namespace
+
+TEST_CASE("save then load: the same parameters bit for bit, metadata kept, no temporary left behind") {
+  const std::string path = temp_path("roundtrip.safetensors");
+  Tiny a(1), b(2);
+  CHECK(a.proj.weight.to_vector<float>() != b.proj.weight.to_vector<float>());
+  save(a, path, {{"config", "{\"d_model\": 3}"}});
+  save(a, path, {{"config", "{\"d_model\": 3}"}});  // overwriting works
+  Metadata meta = load(b, path);
+  CHECK(meta.at("config") == "{\"d_model\": 3}");
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(pa[i].second.to_vector<float>() == pb[i].second.to_vector<float>());
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    CHECK(entry.path().string().find("loom_test_roundtrip.safetensors.tmp") == std::string::npos);
+
+  TensorFile file = load_safetensors(path);
+  REQUIRE(file.tensors.size() == 4);
+  CHECK(file.tensors[0].first == "proj.weight");
+  CHECK(file.tensors[0].second.shape() == Shape{3, 2});
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a file written byte by byte to the safetensors spec loads") {
+  const std::string path = temp_path("spec.safetensors");
+  // Two tensors: "a" F32 [2] = {1.5, -2}, "b" I64 [1] = {7}; little-endian data after the header.
+  std::string json = R"({"b":{"dtype":"I64","shape":[1],"data_offsets":[8,16]},)"
+                     R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"format":"pt"}})";
+  std::string data;
+  auto put = [&](const void* p, size_t n) { data.append(static_cast<const char*>(p), n); };
+  float a[2] = {1.5f, -2.0f};
+  int64_t b = 7;
+  put(a, sizeof a);
+  put(&b, sizeof b);
+  write_bytes(path, header_bytes(json) + data);
+  TensorFile file = load_safetensors(path);
+  REQUIRE(file.tensors.size() == 2);
+  CHECK(file.tensors[0].first == "a");  // file order: by data offset
+  CHECK(file.tensors[0].second.to_vector<float>() == std::vector<float>{1.5f, -2.0f});
+  CHECK(file.tensors[1].second.dtype() == DType::i64);
+  CHECK(file.tensors[1].second.to_vector<int64_t>() == std::vector<int64_t>{7});
+  CHECK(file.metadata.at("format") == "pt");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("corrupt files: each error names the file and what is wrong") {
+  const std::string path = temp_path("corrupt.safetensors");
+  auto load_error = [&] { return error_of([&] { load_safetensors(path); }); };
+
+  write_bytes(path, "abc");
+  CHECK(load_error().find("has 3 bytes, fewer than the 8-byte header length") != std::string::npos);
+
+  write_bytes(path, header_bytes("{}").substr(0, 8) + std::string(1, '{'));  // claims 2 header bytes, has 1
+  CHECK(load_error().find("the header claims 2 bytes but only 1 follow") != std::string::npos);
+
+  write_bytes(path, header_bytes(R"({"a": {"dtype": "F32",, }})"));
+  std::string message = load_error();
+  CHECK(message.find("'" + path + "': the JSON header is corrupt at byte offset 30 of the file") != std::string::npos);
+
+  write_bytes(path, header_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})") + std::string(4, '\0'));
+  CHECK(load_error().find("tensor 'a': data_offsets [0, 8] lie outside the 4 data bytes (the file is truncated?)") !=
+        std::string::npos);
+
+  write_bytes(path, header_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})") + std::string(8, '\0'));
+  CHECK(load_error().find("tensor 'a': data_offsets [0, 8] hold 8 bytes but shape [3] of float32 needs 12") !=
+        std::string::npos);
+
+  write_bytes(path, header_bytes(R"({"a":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})") + "x");
+  CHECK(load_error().find("tensor 'a': unsupported dtype \"F8_E4M3\"") != std::string::npos);
+
+  CHECK(error_of([] { load_safetensors("/nonexistent/dir/x.safetensors"); })
+            .find("load_safetensors: cannot open '/nonexistent/dir/x.safetensors'") != std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a checkpoint that does not fit the model: named error, and the model is left as it was") {
+  const std::string path = temp_path("mismatch.safetensors");
+  Tiny model(3);
+  const auto before = model.proj.weight.to_vector<float>();
+
+  save_safetensors(path, {{"proj.weight", zeros({3, 2})}, {"proj.bias", zeros({4})}, {"norm.weight", zeros({3})},
+                          {"norm.bias", zeros({3})}});
+  CHECK(error_of([&] { load(model, path); }) ==
+        "load '" + path + "': tensor 'proj.bias' is float32 [4] in the checkpoint but float32 [3] in the model");
+  CHECK(model.proj.weight.to_vector<float>() == before);  // proj.weight came first in the file, but nothing was copied
+
+  save_safetensors(path, {{"proj.weight", zeros({3, 2})}, {"proj.bias", zeros({3})}, {"norm.weight", zeros({3})}});
+  CHECK(error_of([&] { load(model, path); }) == "load '" + path + "': the checkpoint has no tensor 'norm.bias' (shape [3])");
+
+  save_safetensors(path, {{"proj.weight", zeros({3, 2})}, {"proj.bias", zeros({3})}, {"norm.weight", zeros({3})},
+                          {"norm.bias", zeros({3})}, {"extra", zeros({1})}});
+  CHECK(error_of([&] { load(model, path); }) ==
+        "load '" + path + "': the checkpoint's tensor 'extra' (shape [1]) is not a parameter of the model");
+  CHECK(model.proj.weight.to_vector<float>() == before);
+  load(model, path, /*allow_unexpected=*/true);
+  CHECK(model.proj.weight.to_vector<float>() == std::vector<float>(6, 0.0f));
+  std::remove(path.c_str());
+}
