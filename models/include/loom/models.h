@@ -1,0 +1,3 @@
+#pragma once
+// loom::models: the Transformer, its presets and decoding.
+#include "loom/models/transformer.h"

@@ -1,0 +1,108 @@
+#pragma once
+// The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et
+// al., 2017): N encoder layers (self-attention, feed-forward) and N decoder
+// layers (masked self-attention, attention over the encoder's output,
+// feed-forward), each sub-layer wrapped as LayerNorm(x + Dropout(sublayer(x)))
+// (the paper's post-norm; `pre_norm` gives x + Dropout(sublayer(LayerNorm(x)))
+// with a final LayerNorm, which trains without warm-up). Embeddings are scaled
+// by sqrt(d_model) and summed with sinusoidal positions; the output projection
+// shares the target embedding's weights (section 3.4).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/nn.h"
+
+namespace loom::models {
+
+struct TransformerConfig {
+  int64_t src_vocab = 0, tgt_vocab = 0;
+  int64_t d_model = 512, d_ff = 2048, heads = 8;
+  int64_t encoder_layers = 6, decoder_layers = 6;
+  double dropout = 0.1;
+  int64_t max_len = 1024;     // longest sequence the positional table covers
+  int64_t pad_id = 0;         // source positions holding it are masked out
+  bool share_embeddings = false;  // one table for source and target (a joint vocabulary)
+  bool pre_norm = false;
+  double layer_norm_eps = 1e-6;
+
+  std::string to_json() const;
+  static TransformerConfig from_json(const std::string& text);  // errors name the bad field
+  void validate() const;
+};
+
+// The paper's sizes (Table 3) and two small ones for CPU study.
+namespace presets {
+TransformerConfig tiny(int64_t vocab);   // d 64, ff 256, 4 heads, 2+2 layers: tests, seconds on a CPU
+TransformerConfig small(int64_t vocab);  // d 256, ff 1024, 4 heads, 3+3 layers: Multi30k on 2 cores
+TransformerConfig base(int64_t vocab);   // d 512, ff 2048, 8 heads, 6+6 layers, dropout 0.1 (65M with 37k vocab)
+TransformerConfig big(int64_t vocab);    // d 1024, ff 4096, 16 heads, 6+6 layers, dropout 0.3
+TransformerConfig by_name(const std::string& name, int64_t vocab);
+}  // namespace presets
+
+class EncoderLayer : public nn::Module {
+ public:
+  EncoderLayer(const TransformerConfig& config, Generator& gen);
+  Tensor forward(const Tensor& x, const Tensor& src_mask);
+
+  nn::MultiHeadAttention self_attn;
+  nn::PositionwiseFeedForward feed_forward;
+  nn::LayerNorm norm1, norm2;
+  nn::Dropout dropout;
+
+ private:
+  bool pre_norm_;
+};
+
+class DecoderLayer : public nn::Module {
+ public:
+  DecoderLayer(const TransformerConfig& config, Generator& gen);
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask);
+
+  nn::MultiHeadAttention self_attn, cross_attn;
+  nn::PositionwiseFeedForward feed_forward;
+  nn::LayerNorm norm1, norm2, norm3;
+  nn::Dropout dropout;
+
+ private:
+  bool pre_norm_;
+};
+
+class Transformer : public nn::Module {
+ public:
+  explicit Transformer(const TransformerConfig& config, Generator& gen = default_generator());
+
+  // src [B, S], tgt_in [B, T] int64 ids -> logits [B, T, tgt_vocab].
+  Tensor forward(const Tensor& src, const Tensor& tgt_in);
+  Tensor operator()(const Tensor& src, const Tensor& tgt_in) { return forward(src, tgt_in); }
+
+  // The two halves, for decoding: encode once, decode step by step.
+  struct Encoded {
+    Tensor memory;    // [B, S, d_model]
+    Tensor src_mask;  // [B, 1, 1, S] bool, true at padding
+  };
+  Encoded encode(const Tensor& src);
+  Tensor decode(const Encoded& encoded, const Tensor& tgt_in);  // -> logits [B, T, tgt_vocab]
+
+  const TransformerConfig& config() const { return config_; }
+  int64_t d_model() const { return config_.d_model; }
+
+  nn::Embedding src_embed;
+  nn::Embedding tgt_embed;  // the source table when share_embeddings
+  nn::PositionalEncoding positions;
+  std::vector<std::unique_ptr<EncoderLayer>> encoder;
+  std::vector<std::unique_ptr<DecoderLayer>> decoder;
+  std::unique_ptr<nn::LayerNorm> encoder_norm, decoder_norm;  // pre_norm only
+  nn::Linear generator;  // weight tied to tgt_embed.weight
+
+ private:
+  Tensor embed(const nn::Embedding& table, const Tensor& ids) const;
+  TransformerConfig config_;
+};
+
+// Greedy decoding: starting from `bos`, appends the most likely next token
+// until every sentence has produced `eos` or max_len tokens. Returns [B, <= max_len + 1]
+// ids including bos (eval mode, no graph).
+Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len);
+
+}  // namespace loom::models

@@ -1,0 +1,181 @@
+// The Transformer: parameter names and counts, masks (the decoder never sees
+// the future, padding is invisible), configuration round trips, a checkpoint
+// that rebuilds the same model, and a tiny model that learns to copy sentences.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "loom/models.h"
+#include "loom/ops.h"
+#include "loom/optim.h"
+
+using namespace loom;
+using namespace loom::models;
+
+namespace {
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Tensor ids(const std::vector<int64_t>& values, int64_t batch) {
+  return from_vector(values, {batch, static_cast<int64_t>(values.size()) / batch}, {DType::i64});
+}
+
+// Parameters of a post-norm Transformer with shared, tied embeddings, counted by hand.
+int64_t expected_parameters(const TransformerConfig& c) {
+  const int64_t d = c.d_model, attention = 4 * (d * d + d), ff = 2 * d * c.d_ff + c.d_ff + d, norm = 2 * d;
+  return c.src_vocab * d + c.encoder_layers * (attention + ff + 2 * norm) +
+         c.decoder_layers * (2 * attention + ff + 3 * norm);
+}
+}  // namespace
+
+TEST_CASE("names follow the module tree; shared and tied tables are listed once; the count matches the formula") {
+  for (const TransformerConfig& config : {presets::tiny(100), presets::small(1000)}) {
+    Generator gen(1);
+    Transformer model(config, gen);
+    CHECK(model.parameter_count() == expected_parameters(config));
+  }
+  Generator gen(1);
+  Transformer model(presets::tiny(100), gen);
+  auto named = model.named_parameters();
+  CHECK(named.front().first == "src_embed.weight");
+  CHECK(named[1].first == "encoder.layers.0.self_attn.w_q.weight");
+  bool has_cross = false, has_tgt = false, has_generator = false;
+  for (auto& [name, p] : named) {
+    has_cross |= name == "decoder.layers.1.cross_attn.w_o.bias";
+    has_tgt |= name == "tgt_embed.weight";
+    has_generator |= name == "generator.weight";
+  }
+  CHECK(has_cross);
+  CHECK(!has_tgt);        // shared with the source table
+  CHECK(!has_generator);  // tied to it too
+  CHECK(model.generator.weight.same(model.src_embed.weight));
+  MESSAGE("base preset with a 37000-token joint vocabulary: " << expected_parameters(presets::base(37000))
+                                                               << " parameters (the paper reports 65M)");
+}
+
+TEST_CASE("the decoder never sees the future; source padding is invisible") {
+  Generator gen(2);
+  TransformerConfig config = presets::tiny(20);
+  config.dropout = 0.0;
+  Transformer model(config, gen);
+  Tensor src = ids({5, 6, 7, 8, 0, 0, 9, 10, 11, 12, 13, 14}, 2);  // sentence 0 padded with id 0
+  Tensor tgt = ids({1, 3, 4, 5, 1, 6, 7, 8}, 2);
+  Tensor logits = model(src, tgt);
+  CHECK(logits.shape() == Shape{2, 4, 20});
+
+  Tensor tgt_changed = ids({1, 3, 4, 19, 1, 6, 7, 19}, 2);  // only the last position differs
+  Tensor src_changed = ids({5, 6, 7, 8, 0, 0, 9, 10, 11, 12, 13, 14}, 2);
+  auto a = logits.to_vector<float>(), b = model(src_changed, tgt_changed).to_vector<float>();
+  for (int64_t s = 0; s < 2; ++s)
+    for (int64_t t = 0; t < 3; ++t)
+      for (int64_t v = 0; v < 20; ++v) CHECK(a[(s * 4 + t) * 20 + v] == b[(s * 4 + t) * 20 + v]);
+
+  // What sits under the padding mask does not matter (the pad id is what marks it;
+  // here both sentences keep their pads and the visible tokens).
+  auto enc1 = model.encode(src);
+  auto mask = enc1.src_mask.to_vector<bool>();
+  CHECK(mask == std::vector<bool>{false, false, false, false, true, true, false, false, false, false, false, false});
+}
+
+TEST_CASE("configuration: JSON round trip, presets by name, errors name the field") {
+  TransformerConfig c = presets::small(8000);
+  c.pre_norm = true;
+  TransformerConfig back = TransformerConfig::from_json(c.to_json());
+  CHECK(back.to_json() == c.to_json());
+  CHECK(presets::by_name("big", 100).d_model == 1024);
+  CHECK(error_of([] { presets::by_name("huge", 100); }) == "presets: unknown preset 'huge' (tiny, small, base, big)");
+  CHECK(error_of([] { TransformerConfig::from_json(R"({"src_vocab": 10})"); }) ==
+        "TransformerConfig: the configuration lacks 'tgt_vocab'");
+  TransformerConfig bad = presets::tiny(10);
+  bad.heads = 3;
+  CHECK(error_of([&] { Transformer model(bad); }) ==
+        "TransformerConfig: d_model 64 must be a positive multiple of heads 3 (d_ff 256)");
+}
+
+TEST_CASE("a checkpoint carries the configuration and rebuilds the same model") {
+  const std::string path = (std::filesystem::temp_directory_path() / "loom_test_transformer.safetensors").string();
+  Generator gen(3);
+  TransformerConfig config = presets::tiny(30);
+  config.pre_norm = true;
+  Transformer model(config, gen);
+  model.eval();
+  nn::save(model, path, {{"config", config.to_json()}});
+
+  nn::TensorFile file = nn::load_safetensors(path);
+  Generator other(99);
+  Transformer rebuilt(TransformerConfig::from_json(file.metadata.at("config")), other);
+  nn::load(rebuilt, path);
+  rebuilt.eval();
+  Tensor src = ids({4, 5, 6, 7}, 1), tgt = ids({1, 8, 9}, 1);
+  CHECK(model(src, tgt).to_vector<float>() == rebuilt(src, tgt).to_vector<float>());
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a tiny Transformer learns to copy sentences (Adam + Noam, label smoothing, greedy decoding)") {
+  const int64_t vocab = 13, pad = 0, bos = 1, eos = 2, batch = 32, len = 6;
+  TransformerConfig config = presets::tiny(vocab);
+  config.d_model = 32;
+  config.d_ff = 64;
+  config.dropout = 0.0;
+  Generator init(4), data(5);
+  Transformer model(config, init);
+  optim::Adam adam(model.parameters(), {.lr = 0, .betas = {0.9, 0.98}, .eps = 1e-9});
+  optim::Noam noam(adam, config.d_model, /*warmup=*/50, /*factor=*/0.3);  // peak lr 0.0075
+
+  // A batch of random sentences of 3..len tokens from 3..vocab-1, padded; target = source.
+  auto make_batch = [&](Tensor& src, Tensor& tgt_in, Tensor& tgt_out) {
+    auto r = rand({batch, len + 1}, {DType::f64}, data).to_vector<double>();
+    std::vector<int64_t> s, ti, to;
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t n = 3 + static_cast<int64_t>(r[b * (len + 1)] * (len - 2));
+      std::vector<int64_t> sentence;
+      for (int64_t i = 0; i < n; ++i) sentence.push_back(3 + static_cast<int64_t>(r[b * (len + 1) + 1 + i] * (vocab - 3)));
+      for (int64_t i = 0; i <= len; ++i) s.push_back(i < n ? sentence[i] : i == n ? eos : pad);
+      for (int64_t i = 0; i <= len; ++i) ti.push_back(i == 0 ? bos : i - 1 < n ? sentence[i - 1] : i - 1 == n ? eos : pad);
+      for (int64_t i = 0; i <= len; ++i) to.push_back(i < n ? sentence[i] : i == n ? eos : pad);
+    }
+    src = ids(s, batch);
+    tgt_in = ids(ti, batch);
+    tgt_out = ids(to, batch);
+  };
+
+  double first_loss = 0, loss_value = 0;
+  for (int step = 0; step < 250; ++step) {
+    Tensor src, tgt_in, tgt_out;
+    make_batch(src, tgt_in, tgt_out);
+    Tensor loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, pad);
+    adam.zero_grad();
+    loss.backward();
+    noam.step();
+    adam.step();
+    loss_value = loss.item<double>();
+    if (step == 0) first_loss = loss_value;
+  }
+  Tensor src, tgt_in, tgt_out;
+  make_batch(src, tgt_in, tgt_out);
+  Tensor decoded = greedy_decode(model, src, bos, eos, len + 1);
+  auto got = decoded.to_vector<int64_t>(), want = tgt_out.to_vector<int64_t>();
+  const int64_t width = decoded.shape()[1];
+  int64_t exact = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    bool same = true;
+    for (int64_t i = 0; i <= len && i + 1 < width; ++i) {
+      same = same && got[b * width + i + 1] == want[b * (len + 1) + i];
+      if (want[b * (len + 1) + i] == eos) break;
+    }
+    exact += same;
+  }
+  MESSAGE("copy task: loss " << first_loss << " -> " << loss_value << ", " << exact << "/" << batch
+                             << " sentences decoded exactly");
+  CHECK(loss_value < 0.3 * first_loss);
+  CHECK(exact >= batch * 3 / 4);
+}
