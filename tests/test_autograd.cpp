@@ -6,8 +6,10 @@
 #include <string>
 
 #include "loom/ops.h"
+#include "helpers.h"
 
 using namespace loom;
+using loom::testing::error_of;
 
 namespace {
 std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
@@ -18,14 +20,6 @@ Tensor leaf(std::initializer_list<double> v) {
   return t;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 }  // namespace
 
 TEST_CASE("gradient by hand and by machine: d/dx sum(x*x) = 2x") {

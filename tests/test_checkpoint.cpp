@@ -11,20 +11,13 @@
 
 #include "loom/nn.h"
 #include "loom/ops.h"
+#include "helpers.h"
 
 using namespace loom;
+using loom::testing::error_of;
 using namespace loom::nn;
 
 namespace {
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 struct Tiny : Module {
   Linear proj;
   LayerNorm norm{3};

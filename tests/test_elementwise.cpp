@@ -17,8 +17,10 @@
 
 #include "loom/cpu.h"
 #include "loom/ops.h"
+#include "helpers.h"
 
 using namespace loom;
+using loom::testing::error_of;
 
 namespace {
 
@@ -42,16 +44,6 @@ void check_bools(const Tensor& t, const std::vector<int>& expected) {
 }
 
 // The message of the loom::Error thrown by fn (empty when none is thrown).
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 Tensor mask(std::initializer_list<double> values) { return tensor(values, DType::b8); }

@@ -10,20 +10,13 @@
 #include "loom/gradcheck.h"
 #include "loom/nn.h"
 #include "loom/ops.h"
+#include "helpers.h"
 
 using namespace loom;
+using loom::testing::error_of;
 using namespace loom::nn;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Two attention blocks in a list and a shared final projection: nested names.
 struct Stack : Module {

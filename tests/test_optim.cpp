@@ -16,20 +16,13 @@
 #include "loom/nn.h"
 #include "loom/ops.h"
 #include "loom/optim.h"
+#include "helpers.h"
 
 using namespace loom;
+using loom::testing::error_of;
 using namespace loom::optim;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::vector<double> three_steps(const std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>& make) {
   Tensor w = tensor({0.5, -1.0, 2.0}, f64);

@@ -15,8 +15,10 @@
 
 #include "loom/kernels/mode.h"
 #include "loom/ops.h"
+#include "helpers.h"
 
 using namespace loom;
+using loom::testing::error_of;
 
 namespace {
 Tensor x34() {
@@ -27,14 +29,6 @@ void check_values(const Tensor& t, const std::vector<double>& expected, double t
   auto v = t.to_vector<double>();
   REQUIRE(v.size() == expected.size());
   for (size_t i = 0; i < v.size(); ++i) CHECK(v[i] == doctest::Approx(expected[i]).epsilon(tol));
-}
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 }  // namespace
 

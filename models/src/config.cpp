@@ -1,3 +1,5 @@
+// Diagnostics put the path of a mistyped value in nlohmann's messages ("(/d_model) type must be number").
+#define JSON_DIAGNOSTICS 1
 #include <nlohmann/json.hpp>
 
 #include "loom/error.h"
@@ -21,47 +23,20 @@ void TransformerConfig::validate() const {
   LOOM_CHECK(max_len > 0, "TransformerConfig: max_len must be positive, got {}", max_len);
 }
 
-std::string TransformerConfig::to_json() const {
-  nlohmann::json j = {{"src_vocab", src_vocab}, {"tgt_vocab", tgt_vocab},
-                      {"d_model", d_model},     {"d_ff", d_ff},
-                      {"heads", heads},         {"encoder_layers", encoder_layers},
-                      {"decoder_layers", decoder_layers}, {"dropout", dropout},
-                      {"max_len", max_len},     {"pad_id", pad_id},
-                      {"share_embeddings", share_embeddings}, {"pre_norm", pre_norm},
-                      {"layer_norm_eps", layer_norm_eps}};
-  return j.dump();
-}
+// The JSON field names are the member names (nlohmann's macro writes both directions).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TransformerConfig, src_vocab, tgt_vocab, d_model, d_ff, heads, encoder_layers,
+                                   decoder_layers, dropout, max_len, pad_id, share_embeddings, pre_norm,
+                                   layer_norm_eps)
+
+std::string TransformerConfig::to_json() const { return nlohmann::json(*this).dump(); }
 
 TransformerConfig TransformerConfig::from_json(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("TransformerConfig: the configuration is not valid JSON: {}", e.what());
-  }
-  LOOM_CHECK(j.is_object(), "TransformerConfig: the configuration must be a JSON object");
   TransformerConfig c;
-  auto read = [&](const char* key, auto& field) {
-    LOOM_CHECK(j.contains(key), "TransformerConfig: the configuration lacks '{}'", key);
-    try {
-      j.at(key).get_to(field);
-    } catch (const nlohmann::json::exception&) {
-      fail("TransformerConfig: '{}' has the wrong type: {}", key, j.at(key).dump());
-    }
-  };
-  read("src_vocab", c.src_vocab);
-  read("tgt_vocab", c.tgt_vocab);
-  read("d_model", c.d_model);
-  read("d_ff", c.d_ff);
-  read("heads", c.heads);
-  read("encoder_layers", c.encoder_layers);
-  read("decoder_layers", c.decoder_layers);
-  read("dropout", c.dropout);
-  read("max_len", c.max_len);
-  read("pad_id", c.pad_id);
-  read("share_embeddings", c.share_embeddings);
-  read("pre_norm", c.pre_norm);
-  read("layer_norm_eps", c.layer_norm_eps);
+  try {
+    nlohmann::json::parse(text).get_to(c);
+  } catch (const nlohmann::json::exception& e) {  // names the missing or mistyped field
+    fail("TransformerConfig: cannot read the configuration: {}", e.what());
+  }
   c.validate();
   return c;
 }
