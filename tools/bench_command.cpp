@@ -525,6 +525,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   ops->add_option("--json", opt->json, "write the results to this JSON file");
   ops->add_flag("--list", opt->list, "list the cases and exit");
   ops->callback([opt] { run_bench_ops(*opt); });
+  add_bench_step_command(*bench);
   (void)exit_code;
 }
 

@@ -6,5 +6,7 @@ namespace loom::tools {
 // Each subcommand adds itself to the app and returns the code to exit with.
 void add_gradcheck_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
+// `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
+void add_bench_step_command(CLI::App& bench);
 
 }  // namespace loom::tools

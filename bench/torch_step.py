@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""The peer of `loom bench step`: the same Transformer training step in PyTorch.
+
+Same architecture as loom's models::Transformer: post-norm encoder/decoder layers
+(torch.nn.TransformerEncoderLayer / DecoderLayer, ReLU, layer-norm eps 1e-6),
+one embedding table shared by source, target and the output projection, scaled
+by sqrt(d_model), sinusoidal positions, dropout everywhere loom has it,
+label-smoothed cross-entropy (0.1, ignore_index = pad 0), Adam (0.9, 0.98, 1e-9).
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PRESETS = {"tiny": (64, 256, 4, 2), "small": (256, 1024, 4, 3), "base": (512, 2048, 8, 6), "big": (1024, 4096, 16, 6)}
+
+
+class Transformer(nn.Module):
+    def __init__(self, vocab, d, ff, heads, layers, p, max_len=1024):
+        super().__init__()
+        self.d = d
+        self.embed = nn.Embedding(vocab, d, padding_idx=0)
+        nn.init.normal_(self.embed.weight, 0.0, d ** -0.5)
+        pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+        i = torch.arange(d)
+        angle = pos / torch.pow(10000.0, (i - i % 2).double() / d)
+        pe = torch.where(i % 2 == 0, torch.sin(angle), torch.cos(angle)).float()
+        self.register_buffer("pe", pe)
+        self.drop = nn.Dropout(p)
+        self.enc = nn.ModuleList(
+            [nn.TransformerEncoderLayer(d, heads, ff, p, batch_first=True, layer_norm_eps=1e-6) for _ in range(layers)])
+        self.dec = nn.ModuleList(
+            [nn.TransformerDecoderLayer(d, heads, ff, p, batch_first=True, layer_norm_eps=1e-6) for _ in range(layers)])
+
+    def embed_at(self, ids):
+        return self.drop(self.embed(ids) * math.sqrt(self.d) + self.pe[: ids.shape[1]])
+
+    def forward(self, src, tgt):
+        src_pad = src == 0
+        x = self.embed_at(src)
+        for layer in self.enc:
+            x = layer(x, src_key_padding_mask=src_pad)
+        t = tgt.shape[1]
+        causal = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+        y = self.embed_at(tgt)
+        for layer in self.dec:
+            y = layer(y, x, tgt_mask=causal, memory_key_padding_mask=src_pad)
+        return y @ self.embed.weight.t()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--src-len", type=int, default=24)
+    ap.add_argument("--tgt-len", type=int, default=24)
+    ap.add_argument("--vocab", type=int, default=8000)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    d, ff, heads, layers = PRESETS[a.preset]
+    model = Transformer(a.vocab, d, ff, heads, layers, a.dropout)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    src = torch.randint(3, a.vocab, (a.batch, a.src_len))
+    tgt_in = torch.randint(3, a.vocab, (a.batch, a.tgt_len))
+    tgt_out = torch.randint(3, a.vocab, (a.batch, a.tgt_len))
+    params = sum(p.numel() for p in model.parameters())
+    print(f"torch {torch.__version__} bench step: '{a.preset}' (d_model {d}, d_ff {ff}, heads {heads}, "
+          f"{layers}+{layers} layers, dropout {a.dropout}), vocabulary {a.vocab}, {params} parameters, {a.threads} threads")
+    times = []
+    for s in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        logits = model(src, tgt_in)
+        loss = F.cross_entropy(logits.reshape(-1, a.vocab), tgt_out.reshape(-1), label_smoothing=0.1, ignore_index=0)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        value = loss.item()
+        if s >= a.warmup:
+            times.append(time.perf_counter() - t0)
+    times.sort()
+    median, best = times[len(times) // 2], times[0]
+    print(f"step: median {median * 1e3:.1f} ms, min {best * 1e3:.1f} ms "
+          f"({a.batch * a.tgt_len / median:.0f} target tokens/s at the median); last loss {value:.4f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"tool": "torch", "preset": a.preset, "threads": a.threads, "parameters": params,
+                       "median_s": median, "min_s": best, "steps": a.steps}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+// `loom bench step`: one whole training step of the Transformer (forward, label-
+// smoothed loss, backward, Adam update), timed over several steps on a fixed
+// random batch. bench/step.sh runs the same model in PyTorch (bench/torch_step.py)
+// with the same thread count and prints both.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "loom/models.h"
+#include "loom/ops.h"
+#include "loom/optim.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace loom::tools {
+
+namespace {
+
+struct StepOptions {
+  std::string preset = "small";
+  int64_t batch = 64, src_len = 24, tgt_len = 24, vocab = 8000;
+  int threads = 2, steps = 10, warmup = 3;
+  double dropout = 0.1;
+  std::string json;
+};
+
+Tensor random_ids(int64_t batch, int64_t len, int64_t vocab, Generator& gen) {
+  auto u = rand({batch, len}, {DType::f64}, gen).to_vector<double>();
+  std::vector<int64_t> ids(u.size());
+  for (size_t i = 0; i < u.size(); ++i) ids[i] = 3 + static_cast<int64_t>(u[i] * static_cast<double>(vocab - 3));
+  return from_vector(ids, {batch, len}, {DType::i64});
+}
+
+void run_bench_step(const StepOptions& opt) {
+  omp_set_num_threads(opt.threads);
+  openblas_set_num_threads(opt.threads);
+  models::TransformerConfig config = models::presets::by_name(opt.preset, opt.vocab);
+  config.dropout = opt.dropout;
+  Generator init(1), data(2);
+  models::Transformer model(config, init);
+  optim::Adam adam(model.parameters(), {.lr = 1e-4, .betas = {0.9, 0.98}, .eps = 1e-9});
+  Tensor src = random_ids(opt.batch, opt.src_len, opt.vocab, data);
+  Tensor tgt_in = random_ids(opt.batch, opt.tgt_len, opt.vocab, data);
+  Tensor tgt_out = random_ids(opt.batch, opt.tgt_len, opt.vocab, data);
+
+  fmt::print("loom bench step: Transformer '{}' (d_model {}, d_ff {}, heads {}, {}+{} layers, dropout {}), "
+             "vocabulary {}, {} parameters\n",
+             opt.preset, config.d_model, config.d_ff, config.heads, config.encoder_layers, config.decoder_layers,
+             config.dropout, opt.vocab, model.parameter_count());
+  fmt::print("batch {} x {} source / {} target tokens, float32, {} threads; {} warm-up + {} timed steps\n", opt.batch,
+             opt.src_len, opt.tgt_len, opt.threads, opt.warmup, opt.steps);
+  std::vector<double> times;
+  double loss_value = 0;
+  for (int s = 0; s < opt.warmup + opt.steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    Tensor loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, config.pad_id);
+    adam.zero_grad();
+    loss.backward();
+    adam.step();
+    loss_value = loss.item<double>();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s >= opt.warmup) times.push_back(seconds);
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2], best = times.front();
+  const double tokens = static_cast<double>(opt.batch * opt.tgt_len);
+  fmt::print("step: median {:.1f} ms, min {:.1f} ms ({:.0f} target tokens/s at the median); last loss {:.4f}\n",
+             median * 1e3, best * 1e3, tokens / median, loss_value);
+  if (!opt.json.empty()) {
+    nlohmann::json out = {{"tool", "loom"},          {"preset", opt.preset},      {"threads", opt.threads},
+                          {"batch", opt.batch},      {"src_len", opt.src_len},    {"tgt_len", opt.tgt_len},
+                          {"vocab", opt.vocab},      {"parameters", model.parameter_count()},
+                          {"median_s", median},      {"min_s", best},             {"steps", opt.steps}};
+    std::ofstream f(opt.json);
+    LOOM_CHECK(f.good(), "bench step: cannot write {}", opt.json);
+    f << out.dump(2) << "\n";
+  }
+}
+
+}  // namespace
+
+void add_bench_step_command(CLI::App& bench) {
+  auto* step = bench.add_subcommand("step", "time whole Transformer training steps (forward, loss, backward, Adam)");
+  auto opt = std::make_shared<StepOptions>();
+  step->add_option("--preset", opt->preset, "tiny, small, base or big")->capture_default_str();
+  step->add_option("--batch", opt->batch, "sentences per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  step->add_option("--src-len", opt->src_len, "source tokens per sentence")->capture_default_str()->check(CLI::PositiveNumber);
+  step->add_option("--tgt-len", opt->tgt_len, "target tokens per sentence")->capture_default_str()->check(CLI::PositiveNumber);
+  step->add_option("--vocab", opt->vocab, "vocabulary size")->capture_default_str()->check(CLI::Range(4, 1 << 24));
+  step->add_option("--dropout", opt->dropout, "dropout probability")->capture_default_str()->check(CLI::Range(0.0, 0.99));
+  step->add_option("--threads", opt->threads, "OpenMP / OpenBLAS threads")->capture_default_str()->check(CLI::PositiveNumber);
+  step->add_option("--steps", opt->steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
+  step->add_option("--warmup", opt->warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  step->add_option("--json", opt->json, "write the results to this JSON file");
+  step->callback([opt] { run_bench_step(*opt); });
+}
+
+}  // namespace loom::tools
