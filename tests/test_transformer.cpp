@@ -3,6 +3,7 @@
 // that rebuilds the same model, and a tiny model that learns to copy sentences.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -174,4 +175,57 @@ TEST_CASE("a tiny Transformer learns to copy sentences (Adam + Noam, label smoot
                              << " sentences decoded exactly");
   CHECK(loss_value < 0.3 * first_loss);
   CHECK(exact >= batch * 3 / 4);
+
+  // Beam search: beam 1 is greedy decoding; beam 4 copies too.
+  std::vector<Hypothesis> one = beam_search(model, src, bos, eos, {.beam = 1, .length_penalty = 0.0, .max_len = len + 1});
+  std::vector<Hypothesis> four = beam_search(model, src, bos, eos, {.beam = 4, .length_penalty = 0.6, .max_len = len + 1});
+  int64_t beam_exact = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int64_t> greedy_tokens;
+    for (int64_t i = 1; i < width; ++i) {
+      greedy_tokens.push_back(got[b * width + i]);
+      if (got[b * width + i] == eos) break;
+    }
+    CHECK(one[b].tokens == greedy_tokens);
+    std::vector<int64_t> wanted;
+    for (int64_t i = 0; i <= len; ++i) {
+      wanted.push_back(want[b * (len + 1) + i]);
+      if (wanted.back() == eos) break;
+    }
+    beam_exact += four[b].tokens == wanted;
+    CHECK(four[b].score >= one[b].log_prob / std::pow((5.0 + one[b].tokens.size()) / 6.0, 0.6) - 1e-5);
+  }
+  MESSAGE("beam 4: " << beam_exact << "/" << batch << " sentences copied exactly");
+  CHECK(beam_exact >= batch * 3 / 4);
+}
+
+// A distribution written by hand where the greedy choice is a trap:
+//   after bos: A 0.6, B 0.4;  after A: A, B, eos 1/3 each;  after B: eos 0.9, A 0.05, B 0.05
+// greedy: A then eos (p = 0.2); beam 2: B eos (p = 0.36). Length penalty
+// alpha = 0 compares raw probabilities.
+TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
+  const int64_t bos = 1, eos = 2, A = 3, B = 4, V = 5;
+  auto scorer = [&](const std::vector<std::vector<int64_t>>& prefixes, const std::vector<int64_t>&) {
+    std::vector<float> out;
+    for (const auto& p : prefixes) {
+      std::vector<double> probs(V, 0.0);
+      const int64_t last = p.back();
+      if (last == bos) probs[A] = 0.6, probs[B] = 0.4;
+      else if (last == A) probs[A] = probs[B] = probs[eos] = 1.0 / 3;
+      else probs[eos] = 0.9, probs[A] = probs[B] = 0.05;
+      for (double q : probs) out.push_back(static_cast<float>(std::log(q)));
+    }
+    return out;
+  };
+  auto greedy = beam_search(scorer, 1, V, bos, eos, {.beam = 1, .length_penalty = 0.0, .max_len = 5});
+  auto beam = beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 0.0, .max_len = 5});
+  CHECK(greedy[0].tokens == std::vector<int64_t>{A, eos});
+  CHECK(greedy[0].log_prob == doctest::Approx(std::log(0.6 / 3)).epsilon(1e-6));
+  CHECK(beam[0].tokens == std::vector<int64_t>{B, eos});
+  CHECK(beam[0].log_prob == doctest::Approx(std::log(0.36)).epsilon(1e-6));
+  // Two sentences at once give the same answers as one at a time.
+  auto both = beam_search(scorer, 2, V, bos, eos, {.beam = 2, .length_penalty = 0.0, .max_len = 5});
+  CHECK(both[1].tokens == beam[0].tokens);
+  CHECK(error_of([&] { beam_search(scorer, 1, V, bos, 7, {}); }) ==
+        "beam_search: bos 1 and eos 7 must be ids of the vocabulary of 5");
 }

@@ -118,33 +118,4 @@ Tensor Transformer::decode(const Encoded& encoded, const Tensor& tgt_in) {
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt_in) { return decode(encode(src), tgt_in); }
 
-// ---- greedy decoding ----
-Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len) {
-  NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
-  const int64_t batch = src.shape()[0];
-  Transformer::Encoded encoded = model.encode(src);
-  std::vector<std::vector<int64_t>> out(batch, std::vector<int64_t>{bos});
-  std::vector<bool> done(batch, false);
-  for (int64_t step = 0; step < max_len; ++step) {
-    std::vector<int64_t> flat;
-    for (const auto& row : out) flat.insert(flat.end(), row.begin(), row.end());
-    Tensor tgt = from_vector(flat, {batch, step + 1}, {DType::i64});
-    Tensor logits = model.decode(encoded, tgt).select(1, step);  // [B, V]: the last position
-    auto next = argmax(logits, -1).to_vector<int64_t>();
-    bool all_done = true;
-    for (int64_t b = 0; b < batch; ++b) {
-      out[b].push_back(done[b] ? model.config().pad_id : next[b]);
-      done[b] = done[b] || next[b] == eos;
-      all_done = all_done && done[b];
-    }
-    if (all_done) break;
-  }
-  model.train(was_training);
-  std::vector<int64_t> flat;
-  for (const auto& row : out) flat.insert(flat.end(), row.begin(), row.end());
-  return from_vector(flat, {batch, static_cast<int64_t>(out[0].size())}, {DType::i64});
-}
-
 }  // namespace loom::models

@@ -1,3 +1,4 @@
 #pragma once
 // loom::models: the Transformer, its presets and decoding.
+#include "loom/models/decode.h"
 #include "loom/models/transformer.h"

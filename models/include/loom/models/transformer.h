@@ -100,9 +100,4 @@ class Transformer : public nn::Module {
   TransformerConfig config_;
 };
 
-// Greedy decoding: starting from `bos`, appends the most likely next token
-// until every sentence has produced `eos` or max_len tokens. Returns [B, <= max_len + 1]
-// ids including bos (eval mode, no graph).
-Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len);
-
 }  // namespace loom::models
