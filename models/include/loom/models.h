@@ -1,4 +1,5 @@
 #pragma once
 // loom::models: the Transformer, its presets and decoding.
+#include "loom/models/bleu.h"
 #include "loom/models/decode.h"
 #include "loom/models/transformer.h"
