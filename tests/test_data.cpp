@@ -1,0 +1,118 @@
+// The translation pipeline's data side: reading plain and gzip corpora, a
+// SentencePiece vocabulary trained here, and token-budget batches.
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "helpers.h"
+#include "loom/models/data.h"
+
+using namespace loom;
+using namespace loom::models;
+using loom::testing::error_of;
+
+namespace {
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("loom_test_" + name)).string();
+}
+}  // namespace
+
+TEST_CASE("read_lines: plain and gzip text, CRLF endings, a missing last newline; errors name the file") {
+  const std::string plain = temp_path("plain.txt"), packed = temp_path("packed.txt.gz");
+  std::ofstream(plain, std::ios::binary) << "first line\r\nzweite Zeile\n\nlast without newline";
+  gzFile gz = gzopen(packed.c_str(), "wb");
+  const std::string text = "a b c\nd e\n";
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  CHECK(read_lines(plain) == std::vector<std::string>{"first line", "zweite Zeile", "", "last without newline"});
+  CHECK(read_lines(packed) == std::vector<std::string>{"a b c", "d e"});
+  CHECK(error_of([&] { read_parallel(plain, packed); }) ==
+        "read_parallel: '" + plain + "' has 4 lines but '" + packed + "' has 2: the sides are not aligned");
+  CHECK(error_of([] { read_lines("/nonexistent/corpus.de.gz"); }).find("read_lines: cannot open '/nonexistent/corpus.de.gz'") !=
+        std::string::npos);
+  // A gzip stream cut in half.
+  std::string bytes;
+  {
+    std::ifstream in(packed, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(packed, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  CHECK(error_of([&] { read_lines(packed); }).find("read_lines: '" + packed + "' is corrupt or truncated") !=
+        std::string::npos);
+  std::remove(plain.c_str());
+  std::remove(packed.c_str());
+}
+
+TEST_CASE("Vocabulary: trained here, special ids fixed, encode/decode round trip") {
+  std::vector<std::string> sentences;
+  const char* words[] = {"ein", "Mann", "eine", "Frau", "läuft", "sitzt", "auf", "der", "Straße", "im", "Park"};
+  for (int i = 0; i < 400; ++i)
+    sentences.push_back(std::string(words[i % 4]) + " " + words[4 + i % 2] + " " + words[6 + i % 3] + " " +
+                        words[9 + i % 2] + ".");
+  const std::string prefix = temp_path("spm");
+  Vocabulary::train(sentences, prefix, 30);
+  Vocabulary vocab(prefix + ".model");
+  CHECK(vocab.size() == 30);
+  for (const std::string& s : {sentences[0], sentences[7], std::string("eine Frau sitzt im Park.")}) {
+    std::vector<int64_t> ids = vocab.encode(s);
+    CHECK(!ids.empty());
+    for (int64_t id : ids) CHECK((id > Vocabulary::kEos && id < 30));
+    ids.push_back(Vocabulary::kEos);
+    ids.push_back(17);  // after eos: ignored
+    CHECK(vocab.decode(ids) == s);
+  }
+  CHECK(error_of([&] { vocab.decode({30}); }) == "Vocabulary: id 30 is out of range for a vocabulary of 30");
+  CHECK(error_of([] { Vocabulary missing("/nonexistent/spm.model"); }).find("Vocabulary: cannot load the SentencePiece model '/nonexistent/spm.model'") !=
+        std::string::npos);
+  std::remove((prefix + ".model").c_str());
+  std::remove((prefix + ".vocab").c_str());
+}
+
+TEST_CASE("make_batches: within the token budget, every pair once, shifted targets, the same batches for a seed") {
+  std::vector<EncodedPair> pairs;
+  for (int64_t i = 0; i < 200; ++i) {
+    EncodedPair p;
+    for (int64_t k = 0; k < 3 + i % 17; ++k) p.src.push_back(10 + (i + k) % 50);
+    for (int64_t k = 0; k < 2 + (i * 7) % 19; ++k) p.tgt.push_back(10 + (i * 3 + k) % 50);
+    pairs.push_back(p);
+  }
+  pairs.push_back({std::vector<int64_t>(100, 5), {6}});  // too long: dropped
+  Generator gen(7), again(7);
+  std::vector<Batch> batches = make_batches(pairs, 256, 64, gen);
+  std::vector<Batch> same = make_batches(pairs, 256, 64, again);
+  REQUIRE(batches.size() == same.size());
+  int64_t sentences = 0, tgt_tokens = 0;
+  std::multiset<std::vector<int64_t>> seen;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const Batch& batch = batches[b];
+    CHECK(batch.src.to_vector<int64_t>() == same[b].src.to_vector<int64_t>());
+    const int64_t rows = batch.src.shape()[0], T = batch.tgt_in.shape()[1];
+    CHECK(rows * std::max(batch.src.shape()[1], T) <= 256);
+    auto in = batch.tgt_in.to_vector<int64_t>(), out = batch.tgt_out.to_vector<int64_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      CHECK(in[r * T] == Vocabulary::kBos);
+      std::vector<int64_t> target;
+      for (int64_t t = 0; t < T && out[r * T + t] != Vocabulary::kEos; ++t) {
+        if (t + 1 < T) CHECK(in[r * T + t + 1] == out[r * T + t]);  // tgt_in is tgt_out shifted right
+        target.push_back(out[r * T + t]);
+      }
+      seen.insert(target);
+    }
+    sentences += rows;
+    tgt_tokens += batch.tgt_tokens;
+  }
+  CHECK(sentences == 200);
+  int64_t expected_tokens = 0;
+  std::multiset<std::vector<int64_t>> expected;
+  for (size_t i = 0; i < 200; ++i) {
+    expected.insert(pairs[i].tgt);
+    expected_tokens += static_cast<int64_t>(pairs[i].tgt.size()) + 1;
+  }
+  CHECK(seen == expected);
+  CHECK(tgt_tokens == expected_tokens);
+}
