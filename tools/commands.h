@@ -8,5 +8,7 @@ void add_gradcheck_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
+void add_train_command(CLI::App& app);
+void add_translate_commands(CLI::App& app);  // translate, bleu
 
 }  // namespace loom::tools

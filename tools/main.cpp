@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   loom::tools::add_gradcheck_command(app, exit_code);
   loom::tools::add_bench_command(app, exit_code);
+  loom::tools::add_train_command(app);
+  loom::tools::add_translate_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,102 @@
+// `loom translate`: sentences in (stdin or --input, plain or gzip), translations
+// out, with beam search; `loom bleu`: corpus BLEU of a file against references,
+// as sacreBLEU prints it.
+#include <omp.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "commands.h"
+#include "loom/models.h"
+#include "loom/ops.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace loom::tools {
+
+namespace {
+
+struct TranslateOptions {
+  std::string model = "runs/multi30k-de-en", input, output;
+  int64_t beam = 4, batch = 32, extra_len = 50;
+  double alpha = 0.6;
+  int threads = 2;
+};
+
+void run_translate(const TranslateOptions& o) {
+  omp_set_num_threads(o.threads);
+  openblas_set_num_threads(o.threads);
+  const std::string checkpoint = o.model + "/model.safetensors";
+  nn::TensorFile file = nn::load_safetensors(checkpoint);
+  LOOM_CHECK(file.metadata.count("config") && file.metadata.count("vocabulary"),
+             "translate: '{}' has no configuration or vocabulary in its metadata (not written by `loom train`?)",
+             checkpoint);
+  models::Vocabulary vocab(o.model + "/" + file.metadata.at("vocabulary"));
+  models::Transformer model(models::TransformerConfig::from_json(file.metadata.at("config")));
+  nn::load(model, checkpoint);
+  model.eval();
+
+  std::vector<std::string> lines;
+  if (o.input.empty()) {
+    for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
+  } else {
+    lines = models::read_lines(o.input);
+  }
+  std::ofstream file_out;
+  if (!o.output.empty()) {
+    file_out.open(o.output);
+    LOOM_CHECK(file_out.good(), "translate: cannot write '{}'", o.output);
+  }
+  std::ostream& out = o.output.empty() ? std::cout : file_out;
+  for (size_t first = 0; first < lines.size(); first += static_cast<size_t>(o.batch)) {
+    const size_t last = std::min(lines.size(), first + static_cast<size_t>(o.batch));
+    std::vector<std::vector<int64_t>> ids;
+    size_t longest = 0;
+    for (size_t i = first; i < last; ++i) {
+      ids.push_back(vocab.encode(lines[i]));
+      ids.back().push_back(models::Vocabulary::kEos);
+      longest = std::max(longest, ids.back().size());
+    }
+    std::vector<int64_t> flat;
+    for (auto& s : ids) {
+      s.resize(longest, models::Vocabulary::kPad);
+      flat.insert(flat.end(), s.begin(), s.end());
+    }
+    Tensor src = from_vector(flat, {static_cast<int64_t>(ids.size()), static_cast<int64_t>(longest)}, {DType::i64});
+    const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(longest) + o.extra_len, model.config().max_len - 1);
+    auto hyps = models::beam_search(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
+                                    {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len});
+    for (const auto& h : hyps) out << vocab.decode(h.tokens) << '\n';
+    out.flush();
+  }
+}
+
+}  // namespace
+
+void add_translate_commands(CLI::App& app) {
+  auto* cmd = app.add_subcommand("translate", "translate sentences with a model from `loom train` (beam search)");
+  auto o = std::make_shared<TranslateOptions>();
+  cmd->add_option("--model", o->model, "folder with model.safetensors and its vocabulary")->capture_default_str();
+  cmd->add_option("--input", o->input, "sentences, one per line, plain or .gz (default: stdin)");
+  cmd->add_option("--output", o->output, "where to write translations (default: stdout)");
+  cmd->add_option("--beam", o->beam, "beam size")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--alpha", o->alpha, "length penalty exponent")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "sentences decoded together")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--extra-len", o->extra_len, "longest output: input length + this")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "OpenMP / OpenBLAS threads")->capture_default_str();
+  cmd->callback([o] { run_translate(*o); });
+
+  auto* bleu = app.add_subcommand("bleu", "corpus BLEU of a hypothesis file against reference files (sacreBLEU's default)");
+  auto hyp = std::make_shared<std::string>();
+  auto refs = std::make_shared<std::vector<std::string>>();
+  bleu->add_option("hypotheses", *hyp, "translations, one per line")->required();
+  bleu->add_option("references", *refs, "one or more reference files (plain or .gz)")->required();
+  bleu->callback([hyp, refs] {
+    std::vector<std::vector<std::string>> ref_sets;
+    for (const auto& r : *refs) ref_sets.push_back(models::read_lines(r));
+    models::BleuScore s = models::corpus_bleu(models::read_lines(*hyp), ref_sets);
+    fmt::print("{}\n", s.str());
+  });
+}
+
+}  // namespace loom::tools
