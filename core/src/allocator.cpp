@@ -19,22 +19,32 @@ size_t allocator_size_class(size_t bytes) {
 }
 
 void* CachingAllocator::allocate(size_t bytes) {
-  size_t size = allocator_size_class(bytes);
+  const size_t size = allocator_size_class(bytes);
   std::lock_guard lock(mutex_);
   ++stats_.allocations;
   void* ptr = nullptr;
-  auto it = free_lists_.find(size);
-  if (it != free_lists_.end() && !it->second.empty()) {
+  size_t block = size;
+  // The smallest cached block of at least `size` and at most twice it. Taking
+  // larger classes, not only the exact one, keeps the cache from growing a set
+  // of blocks per shape when shapes vary from step to step (a translation
+  // batch's length does): it then holds about the peak working set, not the
+  // sum of every shape's.
+  for (auto it = free_lists_.lower_bound(size); it != free_lists_.end() && it->first <= 2 * size; ++it) {
+    if (it->second.empty()) continue;
     ptr = it->second.back();
+    block = it->first;
     it->second.pop_back();
-    stats_.bytes_cached -= size;
+    if (it->second.empty()) free_lists_.erase(it);
+    stats_.bytes_cached -= block;
     ++stats_.cache_hits;
-  } else {
+    break;
+  }
+  if (!ptr) {
     ptr = system_allocate(size);
     if (!ptr) {
       // Give the cache back and retry once before reporting out-of-memory.
       for (auto& [class_size, blocks] : free_lists_)
-        for (void* block : blocks) system_free(block);
+        for (void* cached : blocks) system_free(cached);
       free_lists_.clear();
       stats_.bytes_cached = 0;
       ptr = system_allocate(size);
@@ -42,18 +52,23 @@ void* CachingAllocator::allocate(size_t bytes) {
     }
     ++stats_.system_allocations;
   }
-  stats_.bytes_in_use += size;
+  block_sizes_[ptr] = block;
+  stats_.bytes_in_use += block;
   if (stats_.bytes_in_use > stats_.peak_bytes_in_use) stats_.peak_bytes_in_use = stats_.bytes_in_use;
   return ptr;
 }
 
 void CachingAllocator::deallocate(void* ptr, size_t bytes) {
   if (!ptr) return;
-  size_t size = allocator_size_class(bytes);
   std::lock_guard lock(mutex_);
-  free_lists_[size].push_back(ptr);
-  stats_.bytes_in_use -= size;
-  stats_.bytes_cached += size;
+  auto it = block_sizes_.find(ptr);
+  LOOM_CHECK(it != block_sizes_.end(), "allocator: freeing {} bytes at {} that this allocator did not hand out",
+             bytes, ptr);
+  const size_t block = it->second;
+  block_sizes_.erase(it);
+  free_lists_[block].push_back(ptr);
+  stats_.bytes_in_use -= block;
+  stats_.bytes_cached += block;
 }
 
 AllocatorStats CachingAllocator::stats() const {

@@ -1,11 +1,14 @@
 #pragma once
 // A caching allocator per device. Freed blocks go back to a free list of their
 // size class instead of to the system, so a training step that repeats the same
-// shapes makes no new system allocations after its first run.
+// shapes makes no new system allocations after its first run. A request takes
+// the smallest cached block of its class up to twice its size, so steps whose
+// shapes vary reuse each other's blocks.
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "loom/device.h"
@@ -13,7 +16,7 @@
 namespace loom {
 
 struct AllocatorStats {
-  size_t bytes_in_use = 0;        // size-class bytes handed out and not yet freed
+  size_t bytes_in_use = 0;        // block bytes handed out and not yet freed
   size_t peak_bytes_in_use = 0;   // high-water mark of bytes_in_use
   size_t bytes_cached = 0;        // bytes held in free lists, ready for reuse
   uint64_t system_allocations = 0;  // calls that reached the system allocator
@@ -51,7 +54,8 @@ class CachingAllocator : public Allocator {
 
  private:
   mutable std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_lists_;
+  std::map<size_t, std::vector<void*>> free_lists_;  // by block size
+  std::unordered_map<void*, size_t> block_sizes_;    // blocks handed out: their size (may exceed the request's class)
   AllocatorStats stats_;
 };
 
