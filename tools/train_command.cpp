@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "loom/backend.h"
 #include "loom/models.h"
 #include "loom/ops.h"
 #include "loom/optim.h"
@@ -110,8 +111,11 @@ void run_train(const TrainOptions& o) {
       window_tokens += static_cast<double>(b.tgt_tokens);
       if (step % o.log_every == 0) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
-        fmt::print("step {:6d}  epoch {:3d}  loss {:.4f}  lr {:.2e}  grad-norm {:.3f}  {:.0f} target tokens/s\n", step,
-                   epoch, window_loss / window_tokens, lr, norm, window_tokens / seconds);
+        const AllocatorStats memory = allocator(kCPU).stats();
+        fmt::print("step {:6d}  epoch {:3d}  loss {:.4f}  lr {:.2e}  grad-norm {:.3f}  {:.0f} target tokens/s  "
+                   "memory: peak {:.0f} MiB, cached {:.0f} MiB\n",
+                   step, epoch, window_loss / window_tokens, lr, norm, window_tokens / seconds,
+                   memory.peak_bytes_in_use / 1048576.0, memory.bytes_cached / 1048576.0);
         std::fflush(stdout);
         window_loss = window_tokens = 0;
         window_start = std::chrono::steady_clock::now();
