@@ -440,8 +440,7 @@ struct Options {
 std::string ms(double s) { return s > 0 ? fmt::format("{:.3f}", s * 1e3) : "-"; }
 
 void run_bench_ops(const Options& opt) {
-  omp_set_num_threads(opt.threads);
-  openblas_set_num_threads(opt.threads);
+  use_threads(opt.threads);
   std::vector<Case> cases = all_cases();
   if (opt.list) {
     for (const auto& c : cases) fmt::print("{}\n", c.name);

@@ -2,7 +2,6 @@
 // smoothed loss, backward, Adam update), timed over several steps on a fixed
 // random batch. bench/step.sh runs the same model in PyTorch (bench/torch_step.py)
 // with the same thread count and prints both.
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,8 +12,6 @@
 #include "loom/models.h"
 #include "loom/ops.h"
 #include "loom/optim.h"
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace loom::tools {
 
@@ -36,8 +33,7 @@ Tensor random_ids(int64_t batch, int64_t len, int64_t vocab, Generator& gen) {
 }
 
 void run_bench_step(const StepOptions& opt) {
-  omp_set_num_threads(opt.threads);
-  openblas_set_num_threads(opt.threads);
+  use_threads(opt.threads);
   models::TransformerConfig config = models::presets::by_name(opt.preset, opt.vocab);
   config.dropout = opt.dropout;
   Generator init(1), data(2);

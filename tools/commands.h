@@ -6,6 +6,8 @@ namespace loom::tools {
 // Each subcommand adds itself to the app and returns the code to exit with.
 void add_gradcheck_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
+// Sets OpenMP's and OpenBLAS's thread counts (tools/threads.cpp).
+void use_threads(int threads);
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
 void add_train_command(CLI::App& app);

@@ -14,8 +14,6 @@
 #include "loom/ops.h"
 #include "loom/optim.h"
 
-extern "C" void openblas_set_num_threads(int);
-
 namespace loom::tools {
 
 namespace {
@@ -58,8 +56,7 @@ double evaluate(models::Transformer& model, const std::vector<models::Batch>& ba
 }
 
 void run_train(const TrainOptions& o) {
-  omp_set_num_threads(o.threads);
-  openblas_set_num_threads(o.threads);
+  use_threads(o.threads);
   std::filesystem::create_directories(o.out);
   const std::string spm_prefix = o.out + "/spm", spm_path = spm_prefix + ".model";
   auto read_split = [&](const std::string& split) {
@@ -93,6 +90,7 @@ void run_train(const TrainOptions& o) {
              o.threads);
   std::vector<models::Batch> val_batches = make_batches(val_pairs, o.max_tokens, o.max_len, shuffle);
 
+  const std::vector<Tensor> params = model.parameters();
   int64_t step = 0;
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
     std::vector<models::Batch> batches = make_batches(train_pairs, o.max_tokens, o.max_len, shuffle);
@@ -103,13 +101,14 @@ void run_train(const TrainOptions& o) {
                                                  models::Vocabulary::kPad);
       adam.zero_grad();
       loss.backward();
-      const double norm = optim::grad_norm(model.parameters());
+      const bool log = (step + 1) % o.log_every == 0;
+      const double norm = log ? optim::grad_norm(params) : 0.0;  // a pass over every gradient: only when printed
       const double lr = noam.step();
       adam.step();
       ++step;
       window_loss += loss.item<double>() * static_cast<double>(b.tgt_tokens);
       window_tokens += static_cast<double>(b.tgt_tokens);
-      if (step % o.log_every == 0) {
+      if (log) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
         const AllocatorStats memory = allocator(kCPU).stats();
         fmt::print("step {:6d}  epoch {:3d}  loss {:.4f}  lr {:.2e}  grad-norm {:.3f}  {:.0f} target tokens/s  "

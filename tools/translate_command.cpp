@@ -1,7 +1,6 @@
 // `loom translate`: sentences in (stdin or --input, plain or gzip), translations
 // out, with beam search; `loom bleu`: corpus BLEU of a file against references,
 // as sacreBLEU prints it.
-#include <omp.h>
 
 #include <fstream>
 #include <iostream>
@@ -9,8 +8,6 @@
 #include "commands.h"
 #include "loom/models.h"
 #include "loom/ops.h"
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace loom::tools {
 
@@ -24,8 +21,7 @@ struct TranslateOptions {
 };
 
 void run_translate(const TranslateOptions& o) {
-  omp_set_num_threads(o.threads);
-  openblas_set_num_threads(o.threads);
+  use_threads(o.threads);
   const std::string checkpoint = o.model + "/model.safetensors";
   nn::TensorFile file = nn::load_safetensors(checkpoint);
   LOOM_CHECK(file.metadata.count("config") && file.metadata.count("vocabulary"),

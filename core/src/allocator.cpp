@@ -43,10 +43,7 @@ void* CachingAllocator::allocate(size_t bytes) {
     ptr = system_allocate(size);
     if (!ptr) {
       // Give the cache back and retry once before reporting out-of-memory.
-      for (auto& [class_size, blocks] : free_lists_)
-        for (void* cached : blocks) system_free(cached);
-      free_lists_.clear();
-      stats_.bytes_cached = 0;
+      release_cached();
       ptr = system_allocate(size);
       if (!ptr) fail("allocator: out of memory allocating {} bytes", size);
     }
@@ -83,6 +80,10 @@ void CachingAllocator::reset_peak() {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mutex_);
+  release_cached();
+}
+
+void CachingAllocator::release_cached() {
   for (auto& [size, blocks] : free_lists_)
     for (void* block : blocks) system_free(block);
   free_lists_.clear();

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "loom/ops.h"
@@ -187,12 +188,13 @@ Metadata load(Module& module, const std::string& path, bool allow_unexpected) {
                "load '{}': tensor '{}' is {} {} in the checkpoint but {} {} in the model", path, name,
                dtype_name(it->second.dtype()), it->second.shape(), dtype_name(param.dtype()), param.shape());
   }
-  if (!allow_unexpected)
-    for (const auto& [name, tensor] : file.tensors) {
-      const bool known = std::any_of(params.begin(), params.end(), [&](const auto& p) { return p.first == name; });
-      LOOM_CHECK(known, "load '{}': the checkpoint's tensor '{}' (shape {}) is not a parameter of the model", path,
-                 name, tensor.shape());
-    }
+  if (!allow_unexpected) {
+    std::set<std::string> known;
+    for (const auto& [name, param] : params) known.insert(name);
+    for (const auto& [name, tensor] : file.tensors)
+      LOOM_CHECK(known.count(name), "load '{}': the checkpoint's tensor '{}' (shape {}) is not a parameter of the model",
+                 path, name, tensor.shape());
+  }
   NoGradGuard no_grad;
   for (auto& [name, param] : params) copy_(param, by_name.at(name).to(param.device()));
   return file.metadata;

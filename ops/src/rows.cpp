@@ -11,37 +11,20 @@
 namespace loom::detail {
 
 namespace {
-template <bool Store>
-inline double exp_sum_blocks(float* out, const float* x, int64_t n, float shift) {
-  double total = 0;
-  for (int64_t begin = 0; begin < n; begin += kSumBlock) {
-    const int64_t end = std::min(n, begin + kSumBlock);
-    float partial = 0;
-#pragma omp simd reduction(+ : partial)
-    for (int64_t j = begin; j < end; ++j) {
-      float e = exp_below_max(x[j] - shift);
-      if constexpr (Store) out[j] = e;
-      partial += e;
-    }
-    total += partial;
-  }
-  return total;
-}
-
 LOOM_TARGET_AVX512 double sum_exp_avx512(const float* x, int64_t n, float shift) {
-  return exp_sum_blocks<false>(nullptr, x, n, shift);
+  return exp_sum_loop<false, float>(nullptr, x, n, shift);
 }
 LOOM_TARGET_AVX512 double store_exp_avx512(float* out, const float* x, int64_t n, float shift) {
-  return exp_sum_blocks<true>(out, x, n, shift);
+  return exp_sum_loop<true>(out, x, n, shift);
 }
 }  // namespace
 
 double sum_exp_below_max(const float* x, int64_t n, float shift) {
-  return avx512_enabled() ? sum_exp_avx512(x, n, shift) : exp_sum_blocks<false>(nullptr, x, n, shift);
+  return avx512_enabled() ? sum_exp_avx512(x, n, shift) : exp_sum_loop<false, float>(nullptr, x, n, shift);
 }
 
 double store_exp_below_max(float* out, const float* x, int64_t n, float shift) {
-  return avx512_enabled() ? store_exp_avx512(out, x, n, shift) : exp_sum_blocks<true>(out, x, n, shift);
+  return avx512_enabled() ? store_exp_avx512(out, x, n, shift) : exp_sum_loop<true>(out, x, n, shift);
 }
 
 }  // namespace loom::detail

@@ -47,8 +47,10 @@ inline constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 // (a 8000-wide vocabulary row). The blocks are fixed, so the bits never depend
 // on threads. term may write (e.g. store the exponential it returns).
 inline constexpr int64_t kSumBlock = 256;
+// Always inlined: the AVX-512 twins in rows.cpp instantiate it, and only code
+// inlined into a target("avx512f") function is compiled for AVX-512.
 template <typename T, typename Term>
-double blocked_row_sum(int64_t n, Term term) {
+[[gnu::always_inline]] inline double blocked_row_sum(int64_t n, Term term) {
   double total = 0;
   for (int64_t begin = 0; begin < n; begin += kSumBlock) {
     const int64_t end = std::min(n, begin + kSumBlock);
@@ -68,8 +70,18 @@ inline T exp_below_max(T x) {
   else return std::exp(x);
 }
 
-// Over n floats: sum_j exp(x_j - shift) in kSumBlock blocks added in double
-// (shift >= every x_j: the row max). store_ also writes each exp to out (may be x).
+// The loop itself: sum_j exp(x_j - shift) (shift >= every x_j: the row max) as
+// a blocked_row_sum; Store also writes each exp to out (which may be x).
+template <bool Store, typename T>
+[[gnu::always_inline]] inline double exp_sum_loop(T* out, const T* x, int64_t n, T shift) {
+  return blocked_row_sum<T>(n, [&](int64_t j) {
+    T e = exp_below_max(x[j] - shift);
+    if constexpr (Store) out[j] = e;
+    return e;
+  });
+}
+
+// The float loops compiled for AVX-512 or AVX2, picked per call (rows.cpp).
 double sum_exp_below_max(const float* x, int64_t n, float shift);
 double store_exp_below_max(float* out, const float* x, int64_t n, float shift);
 
@@ -79,11 +91,7 @@ double row_sum_exp(const T* x, int64_t n, T shift, T* out = nullptr) {
   if constexpr (std::is_same_v<T, float>)
     return out ? store_exp_below_max(out, x, n, shift) : sum_exp_below_max(x, n, shift);
   else
-    return blocked_row_sum<T>(n, [&](int64_t j) {
-      T e = exp_below_max(x[j] - shift);
-      if (out) out[j] = e;
-      return e;
-    });
+    return out ? exp_sum_loop<true>(out, x, n, shift) : exp_sum_loop<false, T>(nullptr, x, n, shift);
 }
 
 // Asks for the next row's cache lines while this row is computed. A long row

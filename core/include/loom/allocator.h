@@ -53,6 +53,8 @@ class CachingAllocator : public Allocator {
   virtual void system_free(void* ptr) = 0;
 
  private:
+  void release_cached();  // every free list back to the system; mutex_ held
+
   mutable std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_lists_;  // by block size
   std::unordered_map<void*, size_t> block_sizes_;    // blocks handed out: their size (may exceed the request's class)
