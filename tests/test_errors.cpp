@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "loom/backend.h"
+#include "loom/kernel_table.h"
+#include "loom/standin.h"
 #include "loom/ops.h"
 
 using namespace loom;
@@ -61,40 +63,48 @@ TEST_CASE("the gradient check refuses non-float64 inputs") {
 }
 
 namespace {
-// A stand-in device backed by host memory, so device checks can be tested
-// on machines without a GPU (the real CUDA backend registers itself the same way).
-class HostMemoryAllocator final : public CachingAllocator {
+// A device with memory and copies but no kernels (what a new backend is before
+// its kernels are registered).
+class KernelLessAllocator final : public CachingAllocator {
  public:
-  ~HostMemoryAllocator() override { empty_cache(); }
+  ~KernelLessAllocator() override { empty_cache(); }
 
  protected:
   void* system_allocate(size_t bytes) override { return std::aligned_alloc(64, bytes); }
   void system_free(void* ptr) override { std::free(ptr); }
 };
-class HostMemoryBackend final : public Backend {
+class KernelLessBackend final : public HostBackend {
  public:
   Allocator& allocator(int) override { return allocator_; }
-  void copy(void* dst, Device, const void* src, Device, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  int device_count() const override { return 1; }
+  bool host_accessible() const override { return false; }
 
  private:
-  HostMemoryAllocator allocator_;
+  KernelLessAllocator allocator_;
 };
 }  // namespace
 
 TEST_CASE("mixing devices in one op is an error naming both devices") {
+  enable_standin_device();
+  Tensor on_cpu = ones({2, 3});
+  Tensor elsewhere = on_cpu.to(Device::standin(0));
+  CHECK(elsewhere.device() == Device::standin(0));
+  CHECK(elsewhere.to(kCPU).to_vector<float>() == std::vector<float>(6, 1.0f));  // copies both ways
+  CHECK_ERROR(on_cpu + elsewhere, "add: operands are on different devices (cpu of shape [2, 3] and standin:0 of shape [2, 3])");
+  CHECK_ERROR(matmul(on_cpu, elsewhere.t()), "matmul: operands are on different devices (cpu of shape [2, 3] and standin:0 of shape [3, 2])");
+  CHECK_ERROR(copy_(on_cpu, elsewhere), "copy_: destination is on cpu and source on standin:0; use to_device");
+  // Its memory is for kernels only: reading it from host code is refused.
+  CHECK_ERROR(elsewhere.data<float>(), "memory of standin:0 touched outside a kernel");
+}
+
+TEST_CASE("a device without a kernel for an op says so, naming op, device and dtype") {
   if (has_backend(DeviceType::cuda)) return;  // a real GPU build: covered by the CUDA suite
-  static HostMemoryBackend fake;
-  register_backend(DeviceType::cuda, &fake);
+  static KernelLessBackend kernel_less;
+  register_backend(DeviceType::cuda, &kernel_less);
   {
-    Tensor on_cpu = ones({2, 3});
-    Tensor elsewhere = on_cpu.to(Device::cuda(0));
-    CHECK(elsewhere.device() == Device::cuda(0));
-    CHECK(elsewhere.to(kCPU).to_vector<float>() == std::vector<float>(6, 1.0f));  // copies both ways
-    CHECK_ERROR(on_cpu + elsewhere, "add: operands are on different devices (cpu of shape [2, 3] and cuda:0 of shape [2, 3])");
-    CHECK_ERROR(matmul(on_cpu, elsewhere.t()), "matmul: operands are on different devices (cpu of shape [2, 3] and cuda:0 of shape [3, 2])");
-    CHECK_ERROR(copy_(on_cpu, elsewhere), "copy_: destination is on cpu and source on cuda:0; use to_device");
-    CHECK_ERROR(exp(elsewhere), "exp: no kernel for device cuda:0 in this build");
+    Tensor elsewhere = ones({2, 3}).to(Device::cuda(0));
+    CHECK_FALSE(supports("exp", Device::cuda(0), DType::f32));
+    CHECK(supports("exp", kCPU, DType::f32));
+    CHECK_ERROR(exp(elsewhere), "exp: no kernel for device cuda:0 and dtype float32 in this build");
   }
   register_backend(DeviceType::cuda, nullptr);
 }

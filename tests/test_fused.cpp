@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "loom/cpu.h"
-#include "loom/kernels/mode.h"
+#include "loom/kernel_table.h"
 #include "loom/ops.h"
 
 using namespace loom;

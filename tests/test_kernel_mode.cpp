@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "loom/kernels/mode.h"
+#include "loom/kernel_table.h"
 #include "loom/ops.h"
 
 using namespace loom;

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "loom/gradcheck.h"
-#include "loom/kernels/mode.h"
+#include "loom/kernel_table.h"
 #include "loom/ops.h"
 
 using namespace loom;

@@ -13,7 +13,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "loom/kernels/mode.h"
+#include "loom/kernel_table.h"
 #include "loom/ops.h"
 #include "helpers.h"
 

@@ -99,20 +99,17 @@ class CpuAllocator final : public CachingAllocator {
   void system_free(void* ptr) override { std::free(ptr); }
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public HostBackend {
  public:
   Allocator& allocator(int) override { return allocator_; }
-  void copy(void* dst, Device, const void* src, Device, size_t bytes) override {
-    if (bytes) std::memcpy(dst, src, bytes);
-  }
-  int device_count() const override { return 1; }
+  bool host_accessible() const override { return true; }
 
  private:
   CpuAllocator allocator_;
 };
 
 struct BackendTable {
-  Backend* backends[2] = {nullptr, nullptr};
+  Backend* backends[kDeviceTypes] = {};
 };
 
 BackendTable& table() {
@@ -131,7 +128,7 @@ Backend& backend(DeviceType type) {
   Backend* b = table().backends[static_cast<int>(type)];
   if (!b)
     fail("device: no backend for {} in this build (was loom built with CUDA, and is a GPU present?)",
-         type == DeviceType::cuda ? "cuda" : "cpu");
+         device_type_name(type));
   return *b;
 }
 
@@ -140,5 +137,19 @@ bool has_backend(DeviceType type) { return table().backends[static_cast<int>(typ
 void register_backend(DeviceType type, Backend* b) { table().backends[static_cast<int>(type)] = b; }
 
 Allocator& allocator(Device device) { return backend(device.type).allocator(device.index); }
+
+void HostBackend::copy(void* dst, Device, const void* src, Device, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void HostBackend::fill(void* dst, Device, const void* value, size_t element_bytes, size_t count) {
+  // The value once, then the filled prefix doubled: log2(count) memcpys.
+  auto* out = static_cast<char*>(dst);
+  const size_t total = element_bytes * count;
+  if (total == 0) return;
+  std::memcpy(out, value, element_bytes);
+  for (size_t filled = element_bytes; filled < total; filled *= 2)
+    std::memcpy(out + filled, out, std::min(filled, total - filled));
+}
 
 }  // namespace loom

@@ -1,5 +1,7 @@
 #include "loom/autograd.h"
 
+#include "loom/kernel_table.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -47,14 +49,9 @@ Tensor dense_gradient(const Tensor& g) {
 }
 
 bool has_non_finite(const Tensor& t) {
-  if (!is_floating(t.dtype()) || !t.device().is_cpu()) return false;
-  bool bad = false;
-  dispatch_floating(t.dtype(), "anomaly", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for (T v : t.to_vector<T>())
-      if (!std::isfinite(v)) { bad = true; break; }
-  });
-  return bad;
+  if (!is_floating(t.dtype()) || t.numel() == 0) return false;
+  // The scan runs on the tensor's own device, as a kernel (ops/cpu/any_non_finite.cpp).
+  return find_kernel<NonFiniteKernel>("any_non_finite", t.device(), t.dtype())(t);
 }
 
 static std::string where_text(const std::source_location& loc) {
@@ -130,6 +127,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
 }
 
 Tensor BackwardContext::out() const {
+  LOOM_CHECK(node_.saves_output,
+             "{}: its backward reads the op's output, but record() was not told to save it (SavedOutput::yes)",
+             node_.name);
   LOOM_CHECK(node_.saved_output != nullptr,
              "{}: backward needs the output, which was freed by an earlier backward; pass "
              "retain_graph=true to the first backward",
@@ -180,7 +180,8 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   return acc;
 }
 
-Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn backward) {
+Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn backward,
+              SavedOutput save_output) {
   if (anomaly_enabled() && has_non_finite(output)) {
     if (tls_backward_node)
       fail("anomaly: the backward of {} produced NaN or Inf (in its {} step, shape {}); the op was called from {}",
@@ -202,20 +203,25 @@ Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor o
     if (in.defined() && in.storage())
       node->saved_versions.push_back({in.storage(), in.storage()->version(), static_cast<int64_t>(node->inputs.size() - 1)});
   }
-  if (output.storage()) node->saved_versions.push_back({output.storage(), output.storage()->version(), -1});
   node->output = {output.shape(), output.dtype(), output.device()};
-  // The saved copy shares storage and metadata but not grad_fn: no cycle.
-  node->saved_output = std::make_shared<TensorImpl>(output.impl());
-  node->saved_output->grad_fn = nullptr;
-  node->saved_output->grad = nullptr;
-  node->saved_output->hooks.clear();
+  // Only a backward that reads the output keeps its memory alive until backward.
+  node->saves_output = save_output == SavedOutput::yes;
+  if (node->saves_output) {
+    if (output.storage()) node->saved_versions.push_back({output.storage(), output.storage()->version(), -1});
+    // The saved copy shares storage and metadata but not grad_fn: no cycle.
+    node->saved_output = std::make_shared<TensorImpl>(output.impl());
+    node->saved_output->grad_fn = nullptr;
+    node->saved_output->grad = nullptr;
+    node->saved_output->hooks.clear();
+  }
   output.impl().grad_fn = node;
   output.impl().requires_grad = false;
   return output;
 }
 
-Tensor record(std::string_view name, std::initializer_list<Tensor> inputs, Tensor output, BackwardFn backward) {
-  return record(name, std::vector<Tensor>(inputs), std::move(output), std::move(backward));
+Tensor record(std::string_view name, std::initializer_list<Tensor> inputs, Tensor output, BackwardFn backward,
+              SavedOutput save_output) {
+  return record(name, std::vector<Tensor>(inputs), std::move(output), std::move(backward), save_output);
 }
 
 // ---- the engine ----
@@ -364,10 +370,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                  out.shape());
       // The engine owns no arithmetic; build the 1 through ops' adder-free path.
       seed = Tensor::empty(out.shape(), {out.dtype(), out.device()});
-      dispatch_floating(out.dtype(), "grad", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        *seed.template data<T>() = T(1);
-      });
+      device_fill(seed, 1.0);
     }
     LOOM_CHECK(seed.shape() == out.shape() && seed.dtype() == out.dtype() && seed.device() == out.device(),
                "grad: seed gradient {} {} {} does not match output {} {} {}", seed.shape(),

@@ -4,6 +4,7 @@
 
 #include "loom/autograd.h"
 #include "loom/backend.h"
+#include "loom/kernel_table.h"
 
 namespace loom {
 
@@ -155,14 +156,20 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
   Tensor seed = gradient;
   if (!seed.defined()) {
     seed = Tensor::empty(shape(), {dtype(), device()});
-    dispatch_floating(dtype(), "backward", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T one = 1;
-      backend(device().type).copy(seed.raw_data(), device(), &one, kCPU, sizeof(T));
-    });
+    device_fill(seed, 1.0);
   }
   // Accumulate into leaves: grad() with no inputs means "every leaf".
   loom::grad({*this}, {}, {seed}, retain_graph, create_graph);
+}
+
+void device_fill(const Tensor& t, double value) {
+  LOOM_CHECK(t.is_contiguous(), "device_fill: tensor of shape {} with strides {} must be contiguous", t.shape(), t.strides());
+  dispatch_all(t.dtype(), "device_fill", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = static_cast<T>(value);
+    KernelScope device_call;
+    backend(t.device().type).fill(t.raw_data(), t.device(), &v, sizeof(T), static_cast<size_t>(t.numel()));
+  });
 }
 
 Tensor transfer(const Tensor& t, Device device) {
@@ -170,6 +177,7 @@ Tensor transfer(const Tensor& t, Device device) {
              t.strides());
   Tensor out = Tensor::empty(t.shape(), {t.dtype(), device});
   Backend& b = backend(device.is_cpu() ? t.device().type : device.type);
+  KernelScope device_call;
   b.copy(out.raw_data(), device, t.raw_data(), t.device(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
   return out;
 }
@@ -209,6 +217,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
   Tensor host = tensor_from(values, shape, options.dtype);
   if (options.device.is_cpu()) return host;
   Tensor out = Tensor::empty(shape, options);
+  KernelScope device_call;
   backend(options.device.type)
       .copy(out.raw_data(), options.device, host.raw_data(), kCPU, host.storage()->nbytes());
   return out;

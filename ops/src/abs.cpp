@@ -5,14 +5,14 @@ namespace loom {
 
 Tensor abs(const Tensor& x, Where where) {
   CallSite site(where);
-  Tensor out = detail::unary_numeric<fn::Abs>("abs", x);
+  Tensor out = detail::unary_op("abs", x, detail::DTypes::numeric);
   return record("abs", {x}, out, [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {mul(g, sign(x))}; });
 }
 
 // sign(x) in {-1, 0, 1}: piecewise constant, so its gradient is zero everywhere it exists.
 Tensor sign(const Tensor& x, Where where) {
   CallSite site(where);
-  return detail::unary_numeric<fn::Sign>("sign", x);
+  return detail::unary_op("sign", x, detail::DTypes::numeric);
 }
 
 LOOM_OP(abs){

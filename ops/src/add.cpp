@@ -5,7 +5,7 @@ namespace loom {
 
 Tensor add(const Tensor& a, const Tensor& b, Where where) {
   CallSite site(where);
-  Tensor out = detail::binary_numeric<fn::Add>("add", a, b);
+  Tensor out = detail::binary_op("add", a, b, detail::DTypes::numeric);
   return record("add", {a, b}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads {
     return {c.needs(0) ? sum_to(g, c.input_shape(0)) : Tensor(), c.needs(1) ? sum_to(g, c.input_shape(1)) : Tensor()};
   });

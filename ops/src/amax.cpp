@@ -26,10 +26,6 @@ struct MaxReducer {
   T finish(const Acc& acc, int64_t) const { return acc; }
 };
 
-// 1 where a == b, else 0 (in a's dtype).
-struct EqualMask {
-  template <typename T> T operator()(T a, T b) const { return a == b ? T(1) : T(0); }
-};
 
 Tensor amax_kernel(const Tensor& x, const Shape& dims, bool keepdim) {
   detail::require_cpu("amax", x);
@@ -54,11 +50,11 @@ Tensor amax(const Tensor& x, const Shape& dims, bool keepdim, Where where) {
     Tensor weights;
     {
       NoGradGuard constant;  // where the maxima are: piecewise constant in x
-      Tensor mask = detail::binary_numeric<EqualMask>("amax backward", x, reshape(c.out().detach(), kept));
+      Tensor mask = to_dtype(eq(x, reshape(c.out().detach(), kept)), x.dtype());
       weights = div(mask, sum(mask, reduce_dims, true));
     }
     return {mul(expand(keepdim ? g : reshape(g, kept), x.shape()), weights)};
-  });
+  }, SavedOutput::yes);
 }
 
 static OpCall amax_over(Shape dims, bool keepdim) {

@@ -7,10 +7,10 @@ Tensor clamp(const Tensor& x, double min, double max, Where where) {
   CallSite site(where);
   // An empty range is almost always a bug (swapped bounds); say so rather than return a constant.
   LOOM_CHECK(!(min > max), "clamp: min ({}) is greater than max ({})", min, max);
-  Tensor out = detail::unary_numeric("clamp", x, fn::Clamp{min, max});
+  Tensor out = detail::unary_op("clamp", x, detail::DTypes::numeric, {min, max});
   return record("clamp", {x}, out, [x, min, max](BackwardContext&, const Tensor& g) -> detail::Grads {
     // The mask is piecewise constant (no gradient of its own), like relu's step.
-    return {mul(g, detail::unary_float("clamp", x, fn::ClampMask{min, max}))};
+    return {mul(g, detail::unary_op("clamp_mask", x, detail::DTypes::floating, {min, max}))};
   });
 }
 

@@ -1,24 +1,23 @@
 // eq, ne, lt, le, gt, ge(a, b): elementwise comparisons, broadcasting, bool results.
 // Piecewise constant with a bool output, so there is no gradient: nothing is recorded.
-// Six ops of one shape share this file; each has its own functor in kernels/functors.h.
+// Six ops of one shape share this file; each has its own functor in kernels/functors.h (ops/cpu/elementwise.cpp).
 #include "elementwise.h"
 
 namespace loom {
 
 namespace {
-template <typename F>
 Tensor compare(std::string_view op, const Tensor& a, const Tensor& b, Where where) {
   CallSite site(where);
-  return detail::binary_compare<F>(op, a, b);
+  return detail::compare_op(op, a, b);
 }
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Eq>("eq", a, b, where); }
-Tensor ne(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Ne>("ne", a, b, where); }
-Tensor lt(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Lt>("lt", a, b, where); }
-Tensor le(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Le>("le", a, b, where); }
-Tensor gt(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Gt>("gt", a, b, where); }
-Tensor ge(const Tensor& a, const Tensor& b, Where where) { return compare<fn::Ge>("ge", a, b, where); }
+Tensor eq(const Tensor& a, const Tensor& b, Where where) { return compare("eq", a, b, where); }
+Tensor ne(const Tensor& a, const Tensor& b, Where where) { return compare("ne", a, b, where); }
+Tensor lt(const Tensor& a, const Tensor& b, Where where) { return compare("lt", a, b, where); }
+Tensor le(const Tensor& a, const Tensor& b, Where where) { return compare("le", a, b, where); }
+Tensor gt(const Tensor& a, const Tensor& b, Where where) { return compare("gt", a, b, where); }
+Tensor ge(const Tensor& a, const Tensor& b, Where where) { return compare("ge", a, b, where); }
 
 // Forward-only checks (fast vs reference kernel, non-contiguous inputs). Random
 // floats are almost never equal, so one sample draws small integers: many ties.

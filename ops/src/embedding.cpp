@@ -16,10 +16,6 @@
 namespace loom {
 
 namespace {
-// 1 where a != b, else 0.
-struct NotEqualMask {
-  template <typename T> T operator()(T a, T b) const { return a != b ? T(1) : T(0); }
-};
 
 void check_ids(std::string_view op, const Tensor& ids, int64_t vocab, int64_t padding_idx) {
   LOOM_CHECK(padding_idx >= -1 && padding_idx < vocab,
@@ -155,7 +151,7 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& ids, int64_t vocab_s
     {
       NoGradGuard constant;
       Tensor pad = full(idx.shape(), static_cast<double>(padding_idx), {DType::i64});
-      keep = to_dtype(unsqueeze(detail::binary_numeric<NotEqualMask>("embedding_backward", idx, pad), -1), gg.dtype());
+      keep = to_dtype(unsqueeze(ne(idx, pad), -1), gg.dtype());
     }
     return {mul(rows, keep)};
   });

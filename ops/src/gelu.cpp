@@ -1,50 +1,16 @@
 // gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2))     (exact form, PyTorch's default)
 //                                       dx = g * (Phi(x) + x * phi(x)),  phi(x) = e^(-x^2/2) / sqrt(2 pi)
 // float32 fast kernels take a vectorizable Phi (kernels/vec_math.h: max relative
-// error ~4e-7 over [-10, 10], no cancellation for negative x) and share one exp
-// between Phi and phi in the backward; float64 and the reference kernels keep
-// libm's erf.
+// error ~4e-7 over [-10, 10], no cancellation for negative x; ops/cpu/gelu_span.cpp)
+// and share one exp between Phi and phi in the backward; float64 and the
+// reference kernels keep libm's erf.
 #include "elementwise.h"
-#include "loom/cpu.h"
 
 namespace loom {
 
-namespace {
-// The float32 gelu loop alone, compiled twice and chosen per call by
-// avx512_enabled() (loom/cpu.h): AVX-512 where the CPU has it (this polynomial
-// is arithmetic-bound, so twice the lanes measured 2x: 2.1 -> 1.2 ms for 3.1M
-// elements on one core), AVX2 otherwise. Elementwise with explicit fmas, so
-// both give the same bits (tests/test_elementwise.cpp runs both).
-inline void gelu_float_loop(float* out, const float* x, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = kernels::gelu_float(x[i]);
-}
-LOOM_TARGET_AVX512 void gelu_float_span_avx512(float* out, const float* x, int64_t n) { gelu_float_loop(out, x, n); }
-void gelu_float_span(float* out, const float* x, int64_t n) {
-  if (avx512_enabled()) gelu_float_span_avx512(out, x, n);
-  else gelu_float_loop(out, x, n);
-}
-
-// Contiguous float32 input on the fast kernels: gelu_float_span over fixed chunks.
-bool gelu_contiguous_float(const Tensor& x, Tensor& out) {
-  if (x.dtype() != DType::f32 || !x.is_contiguous() || !x.device().is_cpu() || kernel_mode() != KernelMode::fast)
-    return false;
-  out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
-  const float* px = x.data<float>();
-  float* po = out.data<float>();
-  constexpr int64_t kChunk = 16384;
-  const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n >= kernels::kParallelGrain && !omp_in_parallel())
-  for (int64_t c = 0; c < chunks; ++c)
-    gelu_float_span(po + c * kChunk, px + c * kChunk, std::min(kChunk, n - c * kChunk));
-  return true;
-}
-}  // namespace
-
 Tensor gelu(const Tensor& x, Where where) {
   CallSite site(where);
-  Tensor out;
-  if (!gelu_contiguous_float(x, out)) out = detail::unary_float_with_reference<fn::Gelu, fn::GeluReference>("gelu", x);
+  Tensor out = detail::unary_op("gelu", x, detail::DTypes::floating);
   return record("gelu", {x}, out,
                 [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {gelu_backward(x, g)}; });
 }
@@ -56,7 +22,7 @@ Tensor gelu(const Tensor& x, Where where) {
 // The second derivative is rarely on a hot path, so it is composed from ops.
 Tensor gelu_backward(const Tensor& x, const Tensor& grad, Where where) {
   CallSite site(where);
-  Tensor out = detail::binary_float_with_reference<fn::GeluBackward, fn::GeluBackwardReference>("gelu_backward", x, grad);
+  Tensor out = detail::binary_op("gelu_backward", x, grad, detail::DTypes::floating);
   return record("gelu_backward", {x, grad}, out, [x, grad](BackwardContext& c, const Tensor& g) -> detail::Grads {
     Tensor gx, gg;
     if (c.needs(0)) {

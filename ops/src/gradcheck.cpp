@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "loom/kernels/mode.h"
+#include "loom/kernel_table.h"
 #include "loom/ops.h"
 #include "loom/philox.h"
 

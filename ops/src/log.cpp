@@ -5,7 +5,7 @@ namespace loom {
 
 Tensor log(const Tensor& x, Where where) {
   CallSite site(where);
-  Tensor out = detail::unary_float<fn::Log>("log", x);
+  Tensor out = detail::unary_op("log", x, detail::DTypes::floating);
   return record("log", {x}, out, [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {div(g, x)}; });
 }
 

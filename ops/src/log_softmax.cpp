@@ -138,7 +138,7 @@ Tensor log_softmax_last(const Tensor& x, const Tensor& mask) {
   return record("log_softmax", {x, mask}, out, [mask_shape](BackwardContext& c, const Tensor& g) -> detail::Grads {
     Tensor dx = log_softmax_backward(c.out(), g);
     return {c.needs(0) ? dx : Tensor(), c.needs(1) ? sum_to(dx, mask_shape) : Tensor()};
-  });
+  }, SavedOutput::yes);
 }
 
 }  // namespace

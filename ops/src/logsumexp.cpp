@@ -70,7 +70,7 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim, Where where) 
     Tensor out_kept = keepdim ? c.out() : reshape(c.out(), kept);
     Tensor g_kept = keepdim ? g : reshape(g, kept);
     return {mul(g_kept, exp(sub(x, out_kept)))};  // softmax(x) = exp(x - logsumexp(x))
-  });
+  }, SavedOutput::yes);
 }
 
 static Sample lse_sample(Shape shape, Shape dims, bool keepdim, std::string label) {

@@ -1,22 +1,9 @@
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "loom/kernels/loops.h"
 #include "loom/kernels/reduce.h"
 
 namespace loom {
-
-namespace {
-KernelMode initial_mode() {
-  const char* env = std::getenv("LOOM_KERNELS");
-  return env && std::strcmp(env, "reference") == 0 ? KernelMode::reference : KernelMode::fast;
-}
-KernelMode g_mode = initial_mode();
-}  // namespace
-
-KernelMode kernel_mode() { return g_mode; }
-void set_kernel_mode(KernelMode mode) { g_mode = mode; }
 
 namespace kernels {
 

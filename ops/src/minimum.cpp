@@ -10,11 +10,11 @@ namespace loom {
 
 Tensor minimum(const Tensor& a, const Tensor& b, Where where) {
   CallSite site(where);
-  Tensor out = detail::binary_numeric<fn::Minimum>("minimum", a, b);
+  Tensor out = detail::binary_op("minimum", a, b, detail::DTypes::numeric);
   return record("minimum", {a, b}, out, [a, b](BackwardContext& c, const Tensor& g) -> detail::Grads {
     // Each side's share (1, 1/2 or 0) is piecewise constant: no gradient of its own.
     auto share = [](const Tensor& self, const Tensor& other) {
-      return detail::binary_float<fn::MinimumShare>("minimum", self, other);
+      return detail::binary_op("minimum_share", self, other, detail::DTypes::floating);
     };
     return {c.needs(0) ? sum_to(mul(g, share(a, b)), c.input_shape(0)) : Tensor(),
             c.needs(1) ? sum_to(mul(g, share(b, a)), c.input_shape(1)) : Tensor()};

@@ -5,7 +5,7 @@ namespace loom {
 
 Tensor mul(const Tensor& a, const Tensor& b, Where where) {
   CallSite site(where);
-  Tensor out = detail::binary_numeric<fn::Mul>("mul", a, b);
+  Tensor out = detail::binary_op("mul", a, b, detail::DTypes::numeric);
   return record("mul", {a, b}, out, [a, b](BackwardContext& c, const Tensor& g) -> detail::Grads {
     return {c.needs(0) ? sum_to(mul(g, b), c.input_shape(0)) : Tensor(),
             c.needs(1) ? sum_to(mul(g, a), c.input_shape(1)) : Tensor()};

@@ -5,7 +5,7 @@ namespace loom {
 
 Tensor neg(const Tensor& x, Where where) {
   CallSite site(where);
-  Tensor out = detail::unary_numeric<fn::Neg>("neg", x);
+  Tensor out = detail::unary_op("neg", x, detail::DTypes::numeric);
   return record("neg", {x}, out, [](BackwardContext&, const Tensor& g) -> detail::Grads { return {neg(g)}; });
 }
 

@@ -5,7 +5,7 @@ namespace loom {
 
 Tensor pow(const Tensor& x, double exponent, Where where) {
   CallSite site(where);
-  Tensor out = detail::unary_float("pow", x, fn::PowScalar{exponent});
+  Tensor out = detail::unary_op("pow", x, detail::DTypes::floating, {exponent});
   return record("pow", {x}, out, [x, exponent](BackwardContext&, const Tensor& g) -> detail::Grads {
     if (exponent == 0.0) return {zeros_like(g)};
     return {mul(g, mul(pow(x, exponent - 1.0), scalar_tensor(exponent, {x.dtype(), x.device()})))};

@@ -5,7 +5,7 @@ namespace loom {
 
 Tensor relu(const Tensor& x, Where where) {
   CallSite site(where);
-  Tensor out = detail::unary_numeric<fn::Relu>("relu", x);
+  Tensor out = detail::unary_op("relu", x, detail::DTypes::numeric);
   return record("relu", {x}, out,
                 [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {relu_backward(x, g)}; });
 }
@@ -18,7 +18,7 @@ Tensor relu(const Tensor& x, Where where) {
 //   d/dg = [x > 0] -> relu_backward(x, gg),   d/dx = 0.
 Tensor relu_backward(const Tensor& x, const Tensor& grad, Where where) {
   CallSite site(where);
-  Tensor out = detail::binary_float<fn::ReluBackward>("relu_backward", x, grad);
+  Tensor out = detail::binary_op("relu_backward", x, grad, detail::DTypes::floating);
   return record("relu_backward", {x, grad}, out, [x](BackwardContext& c, const Tensor& g) -> detail::Grads {
     return {c.needs(0) ? zeros(c.input_shape(0), {x.dtype(), x.device()}) : Tensor(),
             c.needs(1) ? sum_to(relu_backward(x, g), c.input_shape(1)) : Tensor()};
@@ -28,7 +28,7 @@ Tensor relu_backward(const Tensor& x, const Tensor& grad, Where where) {
 // step(x) = [x > 0]: piecewise constant, so its gradient is zero everywhere it exists.
 Tensor step(const Tensor& x, Where where) {
   CallSite site(where);
-  return detail::unary_numeric<fn::Step>("step", x);
+  return detail::unary_op("step", x, detail::DTypes::numeric);
 }
 
 LOOM_OP(relu){

@@ -5,9 +5,9 @@ namespace loom {
 
 Tensor sigmoid(const Tensor& x, Where where) {
   CallSite site(where);
-  Tensor out = detail::unary_float<fn::Sigmoid>("sigmoid", x);
+  Tensor out = detail::unary_op("sigmoid", x, detail::DTypes::floating);
   return record("sigmoid", {x}, out,
-                [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {sigmoid_backward(c.out(), g)}; });
+                [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {sigmoid_backward(c.out(), g)}; }, SavedOutput::yes);
 }
 
 // sigmoid_backward(y, g) = g * y * (1 - y): a primitive of its own so that the
@@ -15,7 +15,7 @@ Tensor sigmoid(const Tensor& x, Where where) {
 //   d/dy = g * (1 - 2y),   d/dg = y * (1 - y)
 Tensor sigmoid_backward(const Tensor& y, const Tensor& grad, Where where) {
   CallSite site(where);
-  Tensor out = detail::binary_float<fn::SigmoidBackward>("sigmoid_backward", y, grad);
+  Tensor out = detail::binary_op("sigmoid_backward", y, grad, detail::DTypes::floating);
   return record("sigmoid_backward", {y, grad}, out, [y, grad](BackwardContext& c, const Tensor& g) -> detail::Grads {
     Tensor one_minus_2y = sub(detail::constant_like(y, 1.0), mul(y, detail::constant_like(y, 2.0)));
     return {c.needs(0) ? sum_to(mul(mul(g, grad), one_minus_2y), c.input_shape(0)) : Tensor(),

@@ -126,7 +126,7 @@ Tensor softmax_last(const Tensor& x, const Tensor& mask) {
   return record("softmax", {x, mask}, out, [mask_shape](BackwardContext& c, const Tensor& g) -> detail::Grads {
     Tensor dx = softmax_backward(c.out(), g);
     return {c.needs(0) ? dx : Tensor(), c.needs(1) ? sum_to(dx, mask_shape) : Tensor()};
-  });
+  }, SavedOutput::yes);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@ namespace loom {
 
 Tensor sub(const Tensor& a, const Tensor& b, Where where) {
   CallSite site(where);
-  Tensor out = detail::binary_numeric<fn::Sub>("sub", a, b);
+  Tensor out = detail::binary_op("sub", a, b, detail::DTypes::numeric);
   return record("sub", {a, b}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads {
     return {c.needs(0) ? sum_to(g, c.input_shape(0)) : Tensor(),
             c.needs(1) ? sum_to(neg(g), c.input_shape(1)) : Tensor()};

@@ -5,9 +5,9 @@ namespace loom {
 
 Tensor tanh(const Tensor& x, Where where) {
   CallSite site(where);
-  Tensor out = detail::unary_float<fn::Tanh>("tanh", x);
+  Tensor out = detail::unary_op("tanh", x, detail::DTypes::floating);
   return record("tanh", {x}, out,
-                [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {tanh_backward(c.out(), g)}; });
+                [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {tanh_backward(c.out(), g)}; }, SavedOutput::yes);
 }
 
 // tanh_backward(y, g) = g * (1 - y^2): a primitive of its own so that the
@@ -15,8 +15,7 @@ Tensor tanh(const Tensor& x, Where where) {
 //   d/dy = -2 * g * y,   d/dg = 1 - y^2
 Tensor tanh_backward(const Tensor& y, const Tensor& grad, Where where) {
   CallSite site(where);
-  Tensor out = detail::binary_numeric(
-      "tanh_backward", y, grad, [](auto yv, auto gv) { return gv * (decltype(yv)(1) - yv * yv); });
+  Tensor out = detail::binary_op("tanh_backward", y, grad, detail::DTypes::numeric);
   return record("tanh_backward", {y, grad}, out, [y, grad](BackwardContext& c, const Tensor& g) -> detail::Grads {
     return {c.needs(0) ? sum_to(mul(mul(g, grad), mul(y, scalar_tensor(-2.0, {y.dtype(), y.device()}))), c.input_shape(0))
                        : Tensor(),

@@ -13,15 +13,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Where where) 
              dtype_name(cond.dtype()));
   LOOM_CHECK(cond.device() == a.device(), "where: condition is on {} and operands on {}", cond.device(), a.device());
   detail::check_same_kind(op, a, b);
-  detail::require_cpu(op, a);
   Shape shape = kernels::broadcast_shapes(kernels::broadcast_shapes(cond.shape(), a.shape(), op), b.shape(), op);
   Tensor out = Tensor::empty(shape, {a.dtype(), a.device()});
-  dispatch_all(a.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    // bool storage holds 0/1 bytes; read as uint8_t the fast loop vectorizes.
-    if (kernel_mode() == KernelMode::reference) kernels::reference_ternary<bool, T, T>(out, cond, a, b, fn::Select{});
-    else kernels::ternary_loop<uint8_t, T, T>(out, cond, a, b, fn::Select{});
-  });
+  detail::kernel_for<kernels::TernaryKernel>(op, a)(out, cond, a, b);
   return record(op, {a, b}, out, [cond](BackwardContext& c, const Tensor& g) -> detail::Grads {
     Tensor zero = detail::constant_like(g, 0.0);
     return {c.needs(0) ? sum_to(loom::where(cond, g, zero), c.input_shape(0)) : Tensor(),

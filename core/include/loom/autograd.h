@@ -132,7 +132,8 @@ class FunctionNode final : public Node {
   void release() override;
 
   BackwardFn backward;
-  std::shared_ptr<TensorImpl> saved_output;  // output metadata + storage, no grad_fn
+  std::shared_ptr<TensorImpl> saved_output;  // output metadata + storage, no grad_fn (when saved)
+  bool saves_output = false;
   bool released = false;
 
   // The storage versions of the inputs and the output when the op ran. A
@@ -150,11 +151,14 @@ class FunctionNode final : public Node {
 
 // Records `output = name(inputs...)` with its backward formula when grad mode is
 // on and an input requires grad; otherwise just returns output. The backward
-// lambda captures the inputs it needs by value and may ask the context for the output.
+// lambda captures the inputs it needs by value, so a node keeps alive exactly
+// what its formula declares; it may ask the context for the output only when
+// recorded with SavedOutput::yes (the output's memory is then kept until backward).
+enum class SavedOutput { no, yes };
 Tensor record(std::string_view name, std::initializer_list<Tensor> inputs, Tensor output,
-              BackwardFn backward);
+              BackwardFn backward, SavedOutput save_output = SavedOutput::no);
 Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor output,
-              BackwardFn backward);
+              BackwardFn backward, SavedOutput save_output = SavedOutput::no);
 
 // Gradient edge of a tensor: its grad_fn, or for a trainable leaf its AccumulateGrad.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
@@ -176,7 +180,9 @@ void set_gradient_functions(GradientAdder add, GradientDensifier contiguous);
 Tensor add_gradients(const Tensor& a, const Tensor& b);
 Tensor dense_gradient(const Tensor& g);
 
-// Throws if t has a NaN or Inf (used by anomaly mode); `what` starts the message.
+// Whether t has a NaN or Inf (anomaly mode), scanned by the "any_non_finite"
+// kernel of t's device (a float tensor of any strides).
+using NonFiniteKernel = bool (*)(const Tensor&);
 bool has_non_finite(const Tensor& t);
 
 // DOT text of the graph behind `root`, for Graphviz.

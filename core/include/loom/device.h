@@ -6,7 +6,20 @@
 
 namespace loom {
 
-enum class DeviceType : uint8_t { cpu, cuda };
+// standin: separate host memory that only kernels may touch, running the CPU
+// kernels under its own name (loom/standin.h): proves in CI, where there is no GPU,
+// that every op reaches memory through the kernel table and the Backend.
+enum class DeviceType : uint8_t { cpu, cuda, standin };
+inline constexpr int kDeviceTypes = 3;
+
+inline const char* device_type_name(DeviceType t) {
+  switch (t) {
+    case DeviceType::cpu: return "cpu";
+    case DeviceType::cuda: return "cuda";
+    case DeviceType::standin: return "standin";
+  }
+  return "?";
+}
 
 struct Device {
   DeviceType type = DeviceType::cpu;
@@ -14,10 +27,11 @@ struct Device {
 
   static constexpr Device cpu() { return {DeviceType::cpu, 0}; }
   static constexpr Device cuda(int index = 0) { return {DeviceType::cuda, index}; }
+  static constexpr Device standin(int index = 0) { return {DeviceType::standin, index}; }
   constexpr bool is_cpu() const { return type == DeviceType::cpu; }
   constexpr bool is_cuda() const { return type == DeviceType::cuda; }
   constexpr bool operator==(const Device&) const = default;
-  std::string str() const { return is_cpu() ? "cpu" : fmt::format("cuda:{}", index); }
+  std::string str() const { return is_cpu() ? "cpu" : fmt::format("{}:{}", device_type_name(type), index); }
 };
 
 inline constexpr Device kCPU = Device::cpu();

@@ -10,6 +10,7 @@
 namespace loom {
 
 enum class DType : uint8_t { f32, f64, i32, i64, b8 };
+inline constexpr int kDTypes = 5;
 
 inline constexpr DType f32 = DType::f32;
 inline constexpr DType f64 = DType::f64;

@@ -15,7 +15,12 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() const { return data_; }
+  // The memory, for kernels. On a device whose memory the host may not touch
+  // (Backend::host_accessible), only inside a running kernel (KernelScope).
+  void* data() const {
+    if (!host_accessible_) check_kernel_access();
+    return data_;
+  }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   // Bumped by every in-place write, so autograd can tell a saved tensor was modified.
@@ -27,6 +32,9 @@ class Storage {
   size_t nbytes_ = 0;
   Device device_;
   uint64_t version_ = 0;
+  bool host_accessible_ = true;
+
+  void check_kernel_access() const;
 };
 
 }  // namespace loom

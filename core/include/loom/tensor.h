@@ -148,6 +148,10 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
 
 std::string format_tensor(const Tensor& t);
 
+// Sets every element of a contiguous tensor to `value` (converted to its dtype)
+// through its device's Backend::fill; no autograd (ops' fill_ is the checked op, in place on any view).
+void device_fill(const Tensor& t, double value);
+
 // Raw copy of a contiguous tensor's bytes to another device (no autograd; the
 // differentiable version is Tensor::to(Device) in ops/).
 Tensor transfer(const Tensor& t, Device device);

@@ -71,8 +71,16 @@ struct Registrar {
 };
 
 // LOOM_OP(exp){ .name = "exp", .call = ..., .samples = {...} };
-#define LOOM_OP_CONCAT2(a, b) a##b
-#define LOOM_OP_CONCAT(a, b) LOOM_OP_CONCAT2(a, b)
-#define LOOM_OP(id) static const ::loom::Registrar LOOM_OP_CONCAT(loom_op_registrar_, id) = ::loom::OpInfo
+// At the start of a line, in namespace loom: ops/CMakeLists.txt lists every one
+// in a generated file that refers to it, so a static link keeps them all.
+#define LOOM_OP(id)                                  \
+  extern const ::loom::Registrar loom_op_##id;       \
+  const ::loom::Registrar loom_op_##id = ::loom::OpInfo
+
+namespace detail {
+// The number of LOOM_OP lines in ops/'s sources when it was built (generated):
+// a test compares it with registered_ops().size().
+int registrations_in_sources();
+}  // namespace detail
 
 }  // namespace loom

@@ -33,8 +33,8 @@ struct Relu { template <typename T> LOOM_HD T operator()(T a) const { return a >
 struct Step { template <typename T> LOOM_HD T operator()(T a) const { return a > T(0) ? T(1) : T(0); } };
 // g where x > 0, else 0: relu's backward as one select (no 0 * inf = NaN where x <= 0).
 struct ReluBackward { template <typename T> LOOM_HD T operator()(T x, T g) const { return x > T(0) ? g : T(0); } };
-// 1 - y^2 from y = tanh(x): the derivative of tanh in terms of its output.
-struct TanhGrad { template <typename T> LOOM_HD T operator()(T y) const { return T(1) - y * y; } };
+// g * (1 - y^2) from y = tanh(x): tanh's backward in terms of its output.
+struct TanhBackward { template <typename T> LOOM_HD T operator()(T y, T g) const { return g * (T(1) - y * y); } };
 
 struct PowScalar {
   double exponent;

@@ -9,7 +9,7 @@
 #include <array>
 #include <cstdint>
 
-#include "loom/kernels/mode.h"
+#include "loom/kernel_table.h"
 #include "loom/tensor.h"
 
 namespace loom::kernels {

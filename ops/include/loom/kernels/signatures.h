@@ -1,0 +1,30 @@
+#pragma once
+// What each op hands its kernels: the signatures under which every device
+// registers them in the kernel table (loom/kernel_table.h). The op has checked
+// shapes and dtypes and allocated the outputs; a kernel only computes. Unless
+// said otherwise an output is fresh and contiguous, inputs may be any view.
+#include "loom/tensor.h"
+
+namespace loom::kernels {
+
+// Up to two scalar attributes of an elementwise op (pow's exponent, clamp's bounds).
+struct Scalars {
+  double a = 0, b = 0;
+};
+
+// ---- elementwise (ops/cpu/elementwise.cpp: one line per op) ----
+// out = f(x); out has x's shape.
+using UnaryKernel = void (*)(const Tensor& out, const Tensor& x, const Scalars& scalars);
+// out = f(a, b), a and b broadcast to out's shape.
+using BinaryKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
+// out = f(condition, a, b), all three broadcast to out's shape (where).
+using TernaryKernel = void (*)(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
+
+// ---- rows: the fused last-dim ops; x, y and grad are dense ----
+// out = softmax or log_softmax of x's rows under mask (undefined, bool = masked,
+// or additive of x's dtype), the mask read as broadcast to x's shape.
+using MaskedRowsKernel = void (*)(const Tensor& out, const Tensor& x, const Tensor& mask);
+// out = the row op's backward from its output y and the incoming gradient.
+using RowBackwardKernel = void (*)(const Tensor& out, const Tensor& y, const Tensor& grad);
+
+}  // namespace loom::kernels

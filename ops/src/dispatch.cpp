@@ -1,0 +1,41 @@
+// The shared shell of the elementwise ops: checks, output, one kernel lookup.
+#include "elementwise.h"
+
+namespace loom::detail {
+
+void check_dtype(std::string_view op, const Tensor& t, DTypes allowed) {
+  switch (allowed) {
+    case DTypes::floating:
+      LOOM_CHECK(is_floating(t.dtype()), "{}: expected a floating dtype (float32 or float64), got {}", op,
+                 dtype_name(t.dtype()));
+      break;
+    case DTypes::numeric:
+      LOOM_CHECK(t.dtype() != DType::b8, "{}: expected a numeric dtype, got {}", op, dtype_name(t.dtype()));
+      break;
+    case DTypes::all: break;
+  }
+}
+
+Tensor unary_op(std::string_view op, const Tensor& x, DTypes allowed, kernels::Scalars scalars) {
+  check_dtype(op, x, allowed);
+  Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
+  kernel_for<kernels::UnaryKernel>(op, x)(out, x, scalars);
+  return out;
+}
+
+Tensor binary_op(std::string_view op, const Tensor& a, const Tensor& b, DTypes allowed) {
+  check_same_kind(op, a, b);
+  check_dtype(op, a, allowed);
+  Tensor out = Tensor::empty(kernels::broadcast_shapes(a.shape(), b.shape(), op), {a.dtype(), a.device()});
+  kernel_for<kernels::BinaryKernel>(op, a)(out, a, b);
+  return out;
+}
+
+Tensor compare_op(std::string_view op, const Tensor& a, const Tensor& b) {
+  check_same_kind(op, a, b);
+  Tensor out = Tensor::empty(kernels::broadcast_shapes(a.shape(), b.shape(), op), {DType::b8, a.device()});
+  kernel_for<kernels::BinaryKernel>(op, a)(out, a, b);
+  return out;
+}
+
+}  // namespace loom::detail
