@@ -8,6 +8,7 @@
 #include "loom/gradcheck.h"
 #include "loom/kernel_table.h"
 #include "loom/ops.h"
+#include "loom/standin.h"
 
 using namespace loom;
 
@@ -41,6 +42,7 @@ Tensor square_with(const Tensor& x, std::function<Tensor(const Tensor& x, const 
 }  // namespace
 
 TEST_CASE("every registered op passes its whole test matrix") {
+  enable_standin_device();  // adds the device rows: every op on the stand-in device against the CPU
   const auto& ops = registered_ops();
   REQUIRE(!ops.empty());
   for (const OpInfo& op : ops) {
@@ -60,8 +62,15 @@ TEST_CASE("every registered op passes its whole test matrix") {
         if (op.gradgrad) CHECK(gradgrads == op.samples.size());
         else CHECK_MESSAGE(!op.note.empty(), op.name, " turns gradgradcheck off without saying why");
       }
+      size_t device_rows = std::count_if(results.begin(), results.end(), [](auto& r) { return r.check == "device"; });
+      CHECK(device_rows == op.samples.size());
     }
   }
+}
+
+TEST_CASE("every LOOM_OP in ops/'s sources is registered, in any link (static included)") {
+  CHECK(detail::registrations_in_sources() > 70);
+  CHECK(registered_ops().size() == static_cast<size_t>(detail::registrations_in_sources()));
 }
 
 TEST_CASE("the ops of the foundation are all registered") {

@@ -37,7 +37,7 @@ Tensor attention_fixed(const OpArgs& x, const Tensor& mask, double p) {
 // The same math from plain ops (softmax as exp / sum; a bool mask as -inf added).
 Tensor attention_composed(const OpArgs& x, const Tensor& additive) {
   double scale = 1.0 / std::sqrt(static_cast<double>(x[0].shape().back()));
-  Tensor scores = mul(matmul(x[0], transpose(x[1], -1, -2)), scalar_tensor(scale, {DType::f64}));
+  Tensor scores = mul(matmul(x[0], transpose(x[1], -1, -2)), scalar_tensor(scale, {DType::f64, x[0].device()}));
   if (additive.defined()) scores = add(scores, additive);
   Tensor e = exp(scores);
   return matmul(div(e, sum(e, {-1}, true)), x[2]);
@@ -49,8 +49,8 @@ LOOM_OP(scaled_dot_product_attention){
     .call = [](const OpArgs& x) { return attention_fixed(x, {}, 0.0); },
     .samples = {{{{{1, 2, 3, 3}}, {{1, 2, 4, 3}}, {{1, 2, 4, 2}}}},
                 {{{{2, 4, 3}}, {{2, 4, 3}}, {{2, 4, 2}}},
-                 [](const OpArgs& x) { return attention_fixed(x, causal_mask(4), 0.0); }, "causal mask",
-                 [](const OpArgs& x) { return attention_composed(x, detail::causal_additive(4)); }},
+                 [](const OpArgs& x) { return attention_fixed(x, causal_mask(4, x[0].device()), 0.0); }, "causal mask",
+                 [](const OpArgs& x) { return attention_composed(x, detail::causal_additive(4, x[0].device())); }},
                 {{{{2, 3, 3}}, {{2, 4, 3}}, {{2, 4, 2}}},
                  [](const OpArgs& x) { return attention_fixed(x, {}, 0.25); }, "dropout p=0.25"}},
     .composed = [](const OpArgs& x) { return attention_composed(x, {}); },

@@ -150,7 +150,7 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& ids, int64_t vocab_s
     Tensor keep;
     {
       NoGradGuard constant;
-      Tensor pad = full(idx.shape(), static_cast<double>(padding_idx), {DType::i64});
+      Tensor pad = full(idx.shape(), static_cast<double>(padding_idx), {DType::i64, idx.device()});
       keep = to_dtype(unsqueeze(ne(idx, pad), -1), gg.dtype());
     }
     return {mul(rows, keep)};
@@ -167,7 +167,7 @@ LOOM_OP(embedding){
                 {{{{3, 5}}, {{8}, Domain::any, DType::i64, 3}}, {}, "V=3 D=5, ids [8] (repeats)"},
                 {{{{4, 3}}, {{3, 4}, Domain::any, DType::i64, 4}},
                  [](const OpArgs& x) {
-                   Tensor row_mask = to_dtype(from_vector<double>({1, 0, 1, 1}, {4, 1}, {DType::f64}), x[0].dtype());
+                   Tensor row_mask = to_dtype(from_vector<double>({1, 0, 1, 1}, {4, 1}, {DType::f64, x[0].device()}), x[0].dtype());
                    return embedding(x[0] * row_mask, x[1], 1);
                  },
                  "padding_idx=1, row held at 0"}},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 
+#include "loom/backend.h"
 #include "loom/kernel_table.h"
 #include "loom/ops.h"
 #include "loom/philox.h"
@@ -239,7 +240,7 @@ std::vector<Tensor> vjp(const Tensor& out, const std::vector<Tensor>& leaves) {
     if (l.requires_grad()) wrt.push_back(l);
   if (wrt.empty() || !out.requires_grad()) return {};
   Generator gen(7);
-  Tensor v = rand(out.shape(), {out.dtype()}, gen, -1.0, 1.0);
+  Tensor v = rand(out.shape(), {out.dtype(), out.device()}, gen, -1.0, 1.0);
   return grad({out}, wrt, {v}, false, false, true);
 }
 
@@ -256,6 +257,14 @@ std::vector<Tensor> value_and_vjp(const OpCall& call, const std::vector<Tensor>&
 std::vector<Tensor> value_and_vjp_reference(const OpCall& call, const std::vector<Tensor>& leaves) {
   KernelModeGuard reference(KernelMode::reference);
   return value_and_vjp(call, leaves);
+}
+
+// The devices besides the CPU that have a backend now.
+std::vector<Device> other_devices() {
+  std::vector<Device> devices;
+  for (DeviceType type : {DeviceType::cuda, DeviceType::standin})
+    if (has_backend(type)) devices.push_back(Device{type, 0});
+  return devices;
 }
 
 CheckResult compare_outputs(const std::string& check, const std::vector<Tensor>& expected,
@@ -353,6 +362,24 @@ std::vector<CheckResult> check_op(const OpInfo& op) {
         std::vector<Tensor> leaves32 = as_leaves(singles, sample, op.differentiable);
         return compare_outputs("reference32", value_and_vjp(call, leaves32), value_and_vjp_reference(call, leaves32),
                                kFloat32Tolerance);
+      });
+    }
+
+    // Every other device with a backend (a GPU, the stand-in device): values and
+    // gradients of the same inputs, moved there, against the CPU's.
+    for (Device device : other_devices()) {
+      guarded("device", [&] {
+        std::vector<Tensor> moved;
+        for (const Tensor& v : values) moved.push_back(v.to(device));
+        std::vector<Tensor> there = value_and_vjp(call, as_leaves(moved, sample, op.differentiable));
+        for (Tensor& t : there) {
+          if (!t.defined()) continue;
+          LOOM_CHECK(t.device() == device, "{}: a result came back on {}, not {}", op.name, t.device(), device);
+          t = t.to(kCPU);
+        }
+        CheckResult r = compare_outputs("device", value_and_vjp(call, leaves), there, kSameMathTolerance);
+        if (!r.passed) r.message = fmt::format("on {}: {}", device, r.message);
+        return r;
       });
     }
 

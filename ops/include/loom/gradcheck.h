@@ -20,7 +20,8 @@ struct GradcheckTolerance {
 struct CheckResult {
   std::string op;
   std::string sample;
-  std::string check;    // "gradcheck", "gradgradcheck", "noncontiguous", "broadcast", "composed", "reference"
+  std::string check;    // "gradcheck", "gradgradcheck", "noncontiguous", "broadcast", "composed", "reference",
+                        // "reference32", "device" (every non-CPU device with a backend, against the CPU)
   double max_abs_error = 0;
   double max_rel_error = 0;
   bool passed = true;

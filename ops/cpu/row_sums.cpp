@@ -4,7 +4,7 @@
 // The loop is bound by the exp's arithmetic, so twice the lanes pays (as for
 // gelu). The two sum in different lane orders: a CPU gives the same bits for any
 // thread count, but the AVX2 and AVX-512 paths may differ in the last bits.
-#include "rows.h"
+#include "row_sums.h"
 
 #include "loom/cpu.h"
 
