@@ -2,28 +2,19 @@
 // to_dtype(x, t): a converted copy.             dx = to_dtype(g, x.dtype)
 // to_device(x, d): a copy on another device.    dx = to_device(g, x.device)
 // copy_/fill_: in-place writes outside autograd (initialization, optimizer steps).
+// CPU kernel: ops/cpu/copy.cpp.
 #include "elementwise.h"
 #include "loom/backend.h"
 
 namespace loom {
 
 namespace {
-// dst = cast(src), src broadcast to dst's shape; any dtypes.
+// dst = cast(src), src broadcast to dst's shape; any dtypes, one device.
 void convert_into(const Tensor& dst, const Tensor& src, std::string_view op) {
-  detail::require_cpu(op, dst);
-  detail::require_cpu(op, src);
-  kernels::broadcast_shapes(dst.shape(), src.shape(), op);
   LOOM_CHECK(kernels::broadcast_shapes(dst.shape(), src.shape(), op) == dst.shape(),
              "{}: source of shape {} cannot be broadcast to destination shape {}", op, src.shape(), dst.shape());
   Tensor source = Tensor::make_view(src, dst.shape(), kernels::broadcast_strides(src, dst.shape()), src.offset());
-  dispatch_all(src.dtype(), op, [&](auto in_tag) {
-    using In = typename decltype(in_tag)::type;
-    dispatch_all(dst.dtype(), op, [&](auto out_tag) {
-      using Out = typename decltype(out_tag)::type;
-      if (kernel_mode() == KernelMode::reference) kernels::reference_unary<In, Out>(dst, source, fn::Cast<Out>{});
-      else kernels::unary_loop<In, Out>(dst, source, fn::Cast<Out>{});
-    });
-  });
+  detail::kernel_for<kernels::CopyKernel>("copy", src)(dst, source);
 }
 
 void check_writable(std::string_view op, const Tensor& dst) {
@@ -43,10 +34,13 @@ void copy_(const Tensor& dst, const Tensor& src) {
 
 void fill_(const Tensor& dst, double value) {
   check_writable("fill_", dst);
-  detail::require_cpu("fill_", dst);
-  Tensor scalar = Tensor::empty({}, {DType::f64});
-  *scalar.data<double>() = value;
-  convert_into(dst, scalar, "fill_");
+  if (dst.is_contiguous()) {
+    device_fill(dst, value);  // the device's Backend::fill
+  } else {
+    Tensor scalar = Tensor::empty({}, {DType::f64, dst.device()});
+    device_fill(scalar, value);
+    convert_into(dst, scalar, "fill_");
+  }
   dst.storage()->bump_version();
 }
 

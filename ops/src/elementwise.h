@@ -6,6 +6,7 @@
 #include "loom/kernels/functors.h"
 #include "loom/kernels/loops.h"
 #include "loom/kernels/signatures.h"
+#include "loom/ops/shape_rules.h"
 #include "loom/ops.h"
 #include "loom/registry.h"
 

@@ -1,66 +1,15 @@
 // sum(x, dims, keepdim) = sum of x over dims     dx = g broadcast back to x's shape
+// CPU kernels: ops/cpu/sum.cpp.
 #include "elementwise.h"
-#include "loom/kernels/reduce.h"
-#include "loom/kernels/span_sum.h"
 
 namespace loom {
 
-namespace {
-// Floats accumulate in double: a long sum loses no precision to rounding.
-// The fast paths keep short float partials (at most 16 values each) in vector
-// registers and add them into the double accumulator in a fixed order.
-template <typename T>
-struct SumReducer {
-  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-  Acc init() const { return 0; }
-  void add(Acc& acc, T v) const { acc += v; }
-  // Unit-stride runs (e.g. a sum over the contiguous last dim): kernels::span_sum's
-  // 4 vector accumulators in blocks of 256; integers: several independent partial sums.
-  void add_span(Acc& acc, const T* p, int64_t n) const {
-    if constexpr (std::is_floating_point_v<T>) acc += kernels::span_sum(p, n);
-    else kernels::add_span_lanes(*this, acc, p, n);
-  }
-  // A column sum: a block of up to kRowBlock rows summed per column in T, row by
-  // row (8 vectors of columns in registers at a time), then added into acc in double.
-  void add_rows(Acc* acc, const T* const* rows, int64_t nrows, int64_t width) const {
-    int64_t c = 0;
-    if constexpr (std::is_floating_point_v<T>) {
-      using V = kernels::vec_t<T>;
-      constexpr int64_t L = kernels::Vec<T>::lanes;
-      const kernels::VecLoad load;
-      for (; c + 8 * L <= width; c += 8 * L) {
-        V a0{}, a1{}, a2{}, a3{}, a4{}, a5{}, a6{}, a7{};
-        for (int64_t k = 0; k < nrows; ++k) {
-          const T* p = rows[k] + c;
-          a0 += load(p, 0), a1 += load(p, L), a2 += load(p, 2 * L), a3 += load(p, 3 * L);
-          a4 += load(p, 4 * L), a5 += load(p, 5 * L), a6 += load(p, 6 * L), a7 += load(p, 7 * L);
-        }
-        const V parts[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
-        for (int64_t u = 0; u < 8; ++u)
-          for (int64_t l = 0; l < L; ++l) acc[c + u * L + l] += parts[u][l];
-      }
-    }
-    for (; c < width; ++c) {  // the same per-column order as the vector lanes (integers: exact in Acc)
-      std::conditional_t<std::is_floating_point_v<T>, T, Acc> s = 0;
-      for (int64_t k = 0; k < nrows; ++k) s += rows[k][c];
-      acc[c] += s;
-    }
-  }
-  void merge(Acc& acc, const Acc& other) const { acc += other; }
-  T finish(const Acc& acc, int64_t) const { return static_cast<T>(acc); }
-};
-}  // namespace
-
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim, Where where) {
   CallSite site(where);
-  detail::require_cpu("sum", x);
+  detail::check_dtype("sum", x, detail::DTypes::numeric);
   Shape reduce_dims = kernels::normalize_dims(dims, x.dim(), "sum");
   Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), reduce_dims, keepdim), {x.dtype(), x.device()});
-  dispatch_numeric(x.dtype(), "sum", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (kernel_mode() == KernelMode::reference) kernels::reference_reduce<T, T>(out, x, reduce_dims, SumReducer<T>{});
-    else kernels::reduce_loop<T, T>(out, x, reduce_dims, SumReducer<T>{});
-  });
+  detail::kernel_for<kernels::ReduceKernel>("sum", x)(out, x, reduce_dims);
   Shape input_shape = x.shape();
   return record("sum", {x}, out, [input_shape, reduce_dims, keepdim](BackwardContext&, const Tensor& g) -> detail::Grads {
     Shape kept = kernels::reduced_shape(input_shape, reduce_dims, true);

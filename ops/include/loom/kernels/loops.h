@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "loom/kernel_table.h"
+#include "loom/ops/shape_rules.h"
 #include "loom/tensor.h"
 
 namespace loom::kernels {
@@ -17,10 +18,6 @@ namespace loom::kernels {
 // Below this many elements a loop runs on one thread (spawning costs more).
 inline constexpr int64_t kParallelGrain = 32768;
 
-// NumPy/PyTorch broadcasting; the error names the op and both shapes.
-Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op);
-// Strides that read `t` as if it had `shape` (stride 0 along broadcast dims).
-Shape broadcast_strides(const Tensor& t, const Shape& shape);
 
 template <size_t N>
 struct Loop {

@@ -198,9 +198,4 @@ void reference_reduce_each(const Tensor& out, const Tensor& x, const Shape& dims
   }
 }
 
-// Wraps, sorts and de-duplicates reduction dims; empty means all dims.
-Shape normalize_dims(const Shape& dims, int64_t ndim, std::string_view op);
-// The output shape of a reduction.
-Shape reduced_shape(const Shape& shape, const Shape& dims, bool keepdim);
-
 }  // namespace loom::kernels

@@ -20,6 +20,16 @@ using BinaryKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& 
 // out = f(condition, a, b), all three broadcast to out's shape (where).
 using TernaryKernel = void (*)(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
 
+// ---- reductions ----
+// out = the reduction of x over `dims` (sorted, distinct); out has x's shape
+// with those dims removed or kept as 1 (the same element order either way).
+using ReduceKernel = void (*)(const Tensor& out, const Tensor& x, const Shape& dims);
+
+// ---- copies ----
+// dst = src converted to dst's dtype; src is a view of dst's shape (stride 0
+// where broadcast), dst any view. Registered under src's dtype.
+using CopyKernel = void (*)(const Tensor& dst, const Tensor& src);
+
 // ---- rows: the fused last-dim ops; x, y and grad are dense ----
 // out = softmax or log_softmax of x's rows under mask (undefined, bool = masked,
 // or additive of x's dtype), the mask read as broadcast to x's shape.

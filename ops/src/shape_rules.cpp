@@ -1,7 +1,6 @@
 #include <algorithm>
 
-#include "loom/kernels/loops.h"
-#include "loom/kernels/reduce.h"
+#include "loom/ops/shape_rules.h"
 
 namespace loom {
 
