@@ -2,6 +2,7 @@
 
 #include "loom/autograd.h"
 #include "loom/error.h"
+#include "loom/kernel_table.h"
 
 namespace loom::optim {
 
@@ -10,8 +11,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
     const Tensor& p = params_[i];
     LOOM_CHECK(p.defined() && p.is_leaf() && p.requires_grad(),
                "optimizer: parameter {} must be a leaf tensor that requires grad", i);
-    LOOM_CHECK(p.device().is_cpu(), "optimizer: parameter {} (shape {}) is on {}; only CPU updates exist so far", i,
-               p.shape(), p.device());
+    LOOM_CHECK(supports("adam_step_", p.device(), p.dtype()),
+               "optimizer: parameter {} (shape {}) is on {}, which has no update kernels", i, p.shape(), p.device());
     LOOM_CHECK(is_floating(p.dtype()) && p.is_contiguous(),
                "optimizer: parameter {} (shape {}) must be contiguous float32 or float64, got {}", i, p.shape(),
                dtype_name(p.dtype()));

@@ -1,5 +1,6 @@
-#include "elementwise.h"
+#include "loom/autograd.h"
 #include "loom/error.h"
+#include "loom/ops.h"
 #include "loom/optim/optimizer.h"
 
 namespace loom::optim {
@@ -19,23 +20,10 @@ void SGD::step() {
     Tensor& p = params_[k];
     const bool first = !momentum_[k].defined();
     if (o.momentum > 0.0 && first) momentum_[k] = Tensor::empty(p.shape(), {p.dtype(), p.device()});
-    dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* w = p.data<T>();
-      const T* g = grad.data<T>();
-      T* buf = o.momentum > 0.0 ? momentum_[k].data<T>() : nullptr;
-      const T lr = static_cast<T>(lr_), wd = static_cast<T>(o.weight_decay), mu = static_cast<T>(o.momentum);
-      const T keep = static_cast<T>(1.0 - o.dampening);
-      detail::for_each_element(p.numel(), [&](int64_t i) {
-        T d = g[i] + wd * w[i];
-        if (buf) {
-          buf[i] = first ? d : mu * buf[i] + keep * d;
-          d = o.nesterov ? d + mu * buf[i] : buf[i];
-        }
-        w[i] -= lr * d;
-      });
-    });
-    p.storage()->bump_version();
+    NoGradGuard no_grad;
+    sgd_step_(p, grad, o.momentum > 0.0 ? momentum_[k] : Tensor(),
+              {.lr = lr_, .weight_decay = o.weight_decay, .momentum = o.momentum, .dampening = o.dampening,
+               .nesterov = o.nesterov, .first = first});
   }
   ++steps_;
 }

@@ -102,3 +102,4 @@ Tensor operator-(const Tensor& x);
 #include "loom/ops/fused.h"
 #include "loom/ops/shape.h"
 #include "loom/ops/elementwise.h"
+#include "loom/ops/updates.h"

@@ -3,6 +3,7 @@
 // registers them in the kernel table (loom/kernel_table.h). The op has checked
 // shapes and dtypes and allocated the outputs; a kernel only computes. Unless
 // said otherwise an output is fresh and contiguous, inputs may be any view.
+#include "loom/ops/updates.h"
 #include "loom/tensor.h"
 
 namespace loom::kernels {
@@ -29,6 +30,13 @@ using ReduceKernel = void (*)(const Tensor& out, const Tensor& x, const Shape& d
 // dst = src converted to dst's dtype; src is a view of dst's shape (stride 0
 // where broadcast), dst any view. Registered under src's dtype.
 using CopyKernel = void (*)(const Tensor& dst, const Tensor& src);
+
+// ---- parameter updates (ops/src/adam_step.cpp, sgd_step.cpp): all contiguous, one shape ----
+using AdamStepKernel = void (*)(const Tensor& w, const Tensor& grad, const Tensor& m, const Tensor& v,
+                                const AdamStep& step);
+// momentum_buffer is undefined when step.momentum is 0.
+using SgdStepKernel = void (*)(const Tensor& w, const Tensor& grad, const Tensor& momentum_buffer,
+                               const SgdStep& step);
 
 // ---- rows: the fused last-dim ops; x, y and grad are dense ----
 // out = softmax or log_softmax of x's rows under mask (undefined, bool = masked,
