@@ -98,7 +98,7 @@ Tensor Transformer::embed(const nn::Embedding& table, const Tensor& ids) const {
 }
 
 Transformer::Encoded Transformer::encode(const Tensor& src) {
-  Tensor pad = from_vector<int64_t>({config_.pad_id}, {}, {DType::i64});
+  Tensor pad = from_vector<int64_t>({config_.pad_id}, {}, {DType::i64, src.device()});
   Tensor src_mask = eq(src, pad).reshape({src.shape()[0], 1, 1, src.shape()[1]});
   Tensor x = embed(src_embed, src);
   for (auto& layer : encoder) x = layer->forward(x, src_mask);
@@ -109,7 +109,7 @@ Transformer::Encoded Transformer::encode(const Tensor& src) {
 Tensor Transformer::decode(const Encoded& encoded, const Tensor& tgt_in) {
   LOOM_CHECK(tgt_in.dim() == 2 && tgt_in.shape()[0] == encoded.memory.shape()[0],
              "Transformer: target ids {} do not match the source batch {}", tgt_in.shape(), encoded.memory.shape());
-  Tensor tgt_mask = causal_mask(tgt_in.shape()[1]);
+  Tensor tgt_mask = causal_mask(tgt_in.shape()[1], tgt_in.device());
   Tensor x = embed(tgt_embed, tgt_in);
   for (auto& layer : decoder) x = layer->forward(x, encoded.memory, encoded.src_mask, tgt_mask);
   if (decoder_norm) x = (*decoder_norm)(x);

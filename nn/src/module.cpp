@@ -1,8 +1,11 @@
 #include "loom/nn/module.h"
 
 #include <algorithm>
+#include <map>
 
+#include "loom/autograd.h"
 #include "loom/error.h"
+#include "loom/ops.h"
 
 namespace loom::nn {
 
@@ -11,7 +14,7 @@ void Module::check_new_name(const std::string& name) const {
   auto taken = [&](const auto& list) {
     return std::any_of(list.begin(), list.end(), [&](const auto& entry) { return entry.first == name; });
   };
-  LOOM_CHECK(!taken(parameters_) && !taken(children_), "Module: the name '{}' is registered twice", name);
+  LOOM_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), "Module: the name '{}' is registered twice", name);
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor& member, Tensor value) {
@@ -21,6 +24,14 @@ Tensor& Module::register_parameter(const std::string& name, Tensor& member, Tens
   value.requires_grad_();
   member = std::move(value);
   parameters_.emplace_back(name, &member);
+  return member;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor& member, Tensor value) {
+  check_new_name(name);
+  LOOM_CHECK(value.defined(), "Module: buffer '{}' is an undefined tensor", name);
+  member = std::move(value);
+  buffers_.emplace_back(name, &member);
   return member;
 }
 
@@ -74,6 +85,29 @@ void Module::train(bool on) {
 
 void Module::zero_grad() {
   for (Tensor& p : parameters()) p.set_grad(Tensor());
+}
+
+void Module::collect_members(std::vector<Tensor*>& out) {
+  for (auto& [name, tensor] : parameters_) out.push_back(tensor);
+  for (auto& [name, tensor] : buffers_) out.push_back(tensor);
+  for (auto& [name, child] : children_) child->collect_members(out);
+}
+
+void Module::to(Device device) {
+  NoGradGuard no_grad;
+  std::vector<Tensor*> members;
+  collect_members(members);
+  // One copy per storage handle: members that shared a tensor share its copy.
+  std::map<const TensorImpl*, Tensor> moved;
+  for (Tensor* member : members) {
+    if (!member->defined() || member->device() == device) continue;
+    auto [it, fresh] = moved.try_emplace(member->impl_ptr().get());
+    if (fresh) {
+      it->second = member->detach().to(device);
+      if (member->requires_grad()) it->second.requires_grad_();
+    }
+    *member = it->second;
+  }
 }
 
 }  // namespace loom::nn

@@ -18,7 +18,7 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_le
       const double angle = static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(i - i % 2) / d_model);
       pe[pos * d_model + i] = i % 2 == 0 ? std::sin(angle) : std::cos(angle);
     }
-  table_ = from_vector(pe, {max_len, d_model}, {DType::f64}).to(options.dtype).to(options.device);
+  register_buffer("table", table_, from_vector(pe, {max_len, d_model}, {DType::f64}).to(options.dtype).to(options.device));
 }
 
 Tensor PositionalEncoding::forward(const Tensor& x) const {

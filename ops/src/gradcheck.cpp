@@ -16,12 +16,15 @@ namespace {
 
 bool is_differentiable_input(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
+// A tensor's values on the host, from any device.
+std::vector<double> host_values(const Tensor& t) { return t.to(kCPU).to_vector<double>(); }
+
 // The values of several outputs, concatenated in logical order.
 std::vector<double> flat_values(const std::vector<Tensor>& outputs) {
   std::vector<double> values;
   for (const Tensor& o : outputs) {
     if (!o.defined()) continue;
-    auto v = o.to_vector<double>();
+    auto v = host_values(o);
     values.insert(values.end(), v.begin(), v.end());
   }
   return values;
@@ -43,11 +46,9 @@ void compare(CheckResult& result, double analytic, double numeric, const Gradche
   }
 }
 
-// Storage offsets (in elements) of each logical element of a strided tensor.
-std::vector<int64_t> element_offsets(const Tensor& t) {
-  std::vector<int64_t> offsets(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i) offsets[i] = t.offset() + strided_offset(i, t.shape(), t.strides());
-  return offsets;
+// Element i (logical order) of t as a 0-d view of its storage, on t's device.
+Tensor element_view(const Tensor& t, int64_t i) {
+  return Tensor::make_view(t, {}, {}, t.offset() + strided_offset(i, t.shape(), t.strides()));
 }
 
 }  // namespace
@@ -71,11 +72,11 @@ CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, Grad
       std::vector<double> row;
       if (out.requires_grad() && !diff.empty()) {
         Tensor seed = zeros(out.shape(), {out.dtype(), out.device()});
-        seed.data<double>()[i] = 1.0;
+        device_fill(element_view(seed, i), 1.0);
         auto grads = grad({out}, diff, {seed}, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
         for (size_t j = 0; j < diff.size(); ++j) {
           if (grads[j].defined()) {
-            auto g = grads[j].to_vector<double>();
+            auto g = host_values(grads[j]);
             row.insert(row.end(), g.begin(), g.end());
           } else {
             row.insert(row.end(), diff[j].numel(), 0.0);
@@ -88,20 +89,21 @@ CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, Grad
     }
   }
 
-  // Numeric Jacobian: perturb each input element in place by +-eps.
+  // Numeric Jacobian: perturb each input element in place by +-eps, through
+  // its device's fill (the inputs may live on any device).
   size_t column = 0;
   for (size_t j = 0; j < diff.size(); ++j) {
-    double* data = static_cast<double*>(diff[j].storage()->data());
-    std::vector<int64_t> offsets = element_offsets(diff[j]);
+    const std::vector<double> originals = host_values(diff[j]);
     for (int64_t e = 0; e < diff[j].numel(); ++e, ++column) {
-      double original = data[offsets[e]];
+      const double original = originals[e];
+      const Tensor element = element_view(diff[j], e);
       std::vector<double> plus, minus;
       // Grad mode stays on: fn may itself run a backward pass (gradgradcheck).
-      data[offsets[e]] = original + tol.eps;
+      device_fill(element, original + tol.eps);
       plus = flat_values(evaluate(fn, inputs));
-      data[offsets[e]] = original - tol.eps;
+      device_fill(element, original - tol.eps);
       minus = flat_values(evaluate(fn, inputs));
-      data[offsets[e]] = original;
+      device_fill(element, original);
       for (size_t row = 0; row < analytic.size(); ++row) {
         double numeric = (plus[row] - minus[row]) / (2 * tol.eps);
         compare(result, analytic[row][column], numeric, tol,
@@ -123,7 +125,7 @@ CheckResult gradgradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, 
   size_t differentiable_outputs = 0;
   for (const Tensor& out : outputs) {
     if (!out.requires_grad()) continue;
-    Tensor v = rand(out.shape(), {DType::f64}, gen, -1.0, 1.0);
+    Tensor v = rand(out.shape(), {DType::f64, out.device()}, gen, -1.0, 1.0);
     v.requires_grad_();
     extended.push_back(v);
     ++differentiable_outputs;

@@ -40,10 +40,18 @@ class Module {
   // Drops every parameter's .grad (the next backward starts from zero).
   void zero_grad();
 
+  // Moves every parameter and buffer of this module and its descendants to
+  // `device` (copies; a parameter shared by two layers stays shared). Build a
+  // model, then move it, then make its optimizer.
+  void to(Device device);
+
  protected:
   // Registers `value` as a trainable parameter named `name` and returns it
   // (requires_grad set), to be stored in the member the registry points at.
   Tensor& register_parameter(const std::string& name, Tensor& member, Tensor value);
+  // Registers `value` as non-trainable state (e.g. the positional-encoding
+  // table) that to(device) moves with the parameters.
+  Tensor& register_buffer(const std::string& name, Tensor& member, Tensor value);
   template <typename M>
   M& register_module(const std::string& name, M& child) {
     add_child(name, &child);
@@ -56,7 +64,10 @@ class Module {
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out,
                std::vector<const TensorImpl*>& seen) const;
 
+  void collect_members(std::vector<Tensor*>& out);  // parameters and buffers, all levels
+
   std::vector<std::pair<std::string, Tensor*>> parameters_;
+  std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<std::pair<std::string, Module*>> children_;
   bool training_ = true;
 };
