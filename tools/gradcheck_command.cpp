@@ -1,9 +1,11 @@
-// `loom gradcheck [OP...]`: runs the registry's test matrix and prints a table.
+// `loom gradcheck [OP...] [--device standin|cuda]`: runs the registry's test matrix and prints a table.
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "loom/backend.h"
 #include "loom/gradcheck.h"
 #include "loom/registry.h"
+#include "loom/standin.h"
 
 namespace loom::tools {
 
@@ -12,10 +14,21 @@ void add_gradcheck_command(CLI::App& app, int& exit_code) {
   auto ops = std::make_shared<std::vector<std::string>>();
   auto list = std::make_shared<bool>(false);
   auto failures_only = std::make_shared<bool>(false);
+  auto device = std::make_shared<std::string>("cpu");
   cmd->add_option("ops", *ops, "ops to check (default: all registered)");
   cmd->add_flag("--list", *list, "list the registered ops and exit");
   cmd->add_flag("--failures", *failures_only, "print only failing rows");
-  cmd->callback([ops, list, failures_only, &exit_code] {
+  cmd->add_option("--device", *device,
+                  "also run every op on this device and compare with the CPU (the 'device' rows): standin "
+                  "(memory only kernels may touch, in any build) or cuda")
+      ->check(CLI::IsMember({"cpu", "standin", "cuda"}));
+  cmd->callback([ops, list, failures_only, device, &exit_code] {
+    if (*device == "standin") enable_standin_device();
+    if (*device == "cuda" && !has_backend(DeviceType::cuda)) {
+      fmt::print(stderr, "loom gradcheck: --device cuda, but this build has no CUDA backend or no GPU is present\n");
+      exit_code = 2;
+      return;
+    }
     if (*list) {
       for (const auto& op : registered_ops())
         fmt::print("{:<16} {} samples{}{}\n", op.name, op.samples.size(), op.differentiable ? "" : "  (not differentiable)",
