@@ -3,62 +3,20 @@
 // max(x, dim, keepdim) = (values, indices): composite. indices = argmax, values =
 // gather(x, dim, indices), so the values' gradient is gather's: g scattered to
 // the argmax positions (one position per output, even on ties, like torch.max).
-#include <limits>
-
+// CPU kernels: ops/cpu/argmax.cpp.
 #include "elementwise.h"
-#include "loom/kernels/reduce.h"
 
 namespace loom {
 
-namespace {
-// Tracks the best value, its position, and how many elements it has seen; the
-// reduce engine feeds elements (and merges blocks) in index order, so positions
-// are exact and the first maximum wins.
-template <typename T>
-struct ArgmaxReducer {
-  struct Acc {
-    T best;
-    int64_t best_index = 0;
-    int64_t seen = 0;
-  };
-  static bool better(T v, T best) { return v > best || (v != v && best == best); }
-  Acc init() const {
-    if constexpr (std::numeric_limits<T>::has_infinity) return {-std::numeric_limits<T>::infinity()};
-    else return {std::numeric_limits<T>::lowest()};
-  }
-  void add(Acc& acc, T v) const {
-    if (acc.seen == 0 || better(v, acc.best)) {
-      acc.best = v;
-      acc.best_index = acc.seen;
-    }
-    ++acc.seen;
-  }
-  void merge(Acc& acc, const Acc& other) const {
-    if (other.seen > 0 && (acc.seen == 0 || better(other.best, acc.best))) {
-      acc.best = other.best;
-      acc.best_index = acc.seen + other.best_index;
-    }
-    acc.seen += other.seen;
-  }
-  int64_t finish(const Acc& acc, int64_t) const { return acc.best_index; }
-};
-}  // namespace
-
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim, Where where) {
   CallSite site(where);
-  detail::require_cpu("argmax", x);
+  detail::check_dtype("argmax", x, detail::DTypes::numeric);
   Shape dims = {wrap_dim(dim, x.dim(), "argmax")};
   if (x.dim() == 0) dims.clear();  // a 0-d tensor: its one element is at index 0
   for (int64_t d : dims)
     LOOM_CHECK(x.shape()[d] > 0, "argmax: cannot reduce over dim {} of size 0 (shape {})", d, x.shape());
   Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), dims, keepdim), {DType::i64, x.device()});
-  dispatch_numeric(x.dtype(), "argmax", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (kernel_mode() == KernelMode::reference)
-      kernels::reference_reduce<T, int64_t>(out, x, dims, ArgmaxReducer<T>{});
-    else
-      kernels::reduce_loop<T, int64_t>(out, x, dims, ArgmaxReducer<T>{});
-  });
+  detail::kernel_for<kernels::ReduceKernel>("argmax", x)(out, x, dims);
   return out;  // integer: recorded by nobody
 }
 

@@ -1,30 +1,10 @@
 // cat(tensors, dim): the tensors one after another along dim (all other dims equal).
 //   d tensors[k] = narrow(g, dim, offset_k, size_k)     (offset_k = sum of earlier sizes)
 // stack(tensors, dim): composite, cat of unsqueeze(t, dim).
+// CPU kernels: ops/cpu/cat.cpp.
 #include "elementwise.h"
 
 namespace loom {
-
-namespace {
-// The plain reference: each output element finds its input by walking the offsets.
-template <typename T>
-void reference_cat(const Tensor& out, const std::vector<Tensor>& tensors, int64_t dim) {
-  T* po = out.data<T>();
-  for (int64_t p = 0; p < out.numel(); ++p) {
-    Shape c(out.dim());
-    for (int64_t d = out.dim() - 1, rest = p; d >= 0; --d) {
-      c[d] = rest % out.shape()[d];
-      rest /= out.shape()[d];
-    }
-    size_t k = 0;
-    while (c[dim] >= tensors[k].shape()[dim]) c[dim] -= tensors[k++].shape()[dim];
-    const T* pk = static_cast<const T*>(tensors[k].storage()->data()) + tensors[k].offset();
-    int64_t off = 0;
-    for (int64_t d = 0; d < out.dim(); ++d) off += c[d] * tensors[k].strides()[d];
-    po[p] = pk[off];
-  }
-}
-}  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Where where) {
   CallSite site(where);
@@ -37,7 +17,6 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Where where) {
   for (size_t k = 0; k < tensors.size(); ++k) {
     const Tensor& t = tensors[k];
     detail::check_same_kind("cat", first, t);
-    detail::require_cpu("cat", t);
     bool match = t.dim() == first.dim();
     for (int64_t d = 0; match && d < t.dim(); ++d) match = d == dim || t.shape()[d] == first.shape()[d];
     LOOM_CHECK(match, "cat: tensor {} has shape {} but tensor 0 has shape {}; all dims except dim {} must match", k,
@@ -45,16 +24,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Where where) {
     out_shape[dim] += t.shape()[dim];
   }
   Tensor out = Tensor::empty(out_shape, {first.dtype(), first.device()});
-  if (kernel_mode() == KernelMode::reference) {
-    dispatch_all(first.dtype(), "cat", [&](auto tag) { reference_cat<typename decltype(tag)::type>(out, tensors, dim); });
-  } else {
-    NoGradGuard kernel_internals;  // copies into views of out are this op's kernel
-    int64_t offset = 0;
-    for (const Tensor& t : tensors) {
-      if (t.shape()[dim] > 0) copy_(narrow(out, dim, offset, t.shape()[dim]), t);
-      offset += t.shape()[dim];
-    }
-  }
+  detail::kernel_for<kernels::CatKernel>("cat", first)(out, tensors, dim);
   Shape sizes;
   for (const Tensor& t : tensors) sizes.push_back(t.shape()[dim]);
   return record("cat", tensors, out, [dim, sizes](BackwardContext& c, const Tensor& g) -> detail::Grads {

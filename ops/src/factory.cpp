@@ -1,4 +1,5 @@
-// Tensor factories: no inputs, no gradient.
+// Tensor factories: no inputs, no gradient. full/zeros/ones fill through the
+// device (fill_); arange runs its kernel (ops/cpu/factory.cpp).
 #include "elementwise.h"
 
 namespace loom {
@@ -19,13 +20,9 @@ Tensor scalar_tensor(double value, TensorOptions options) { return full({}, valu
 
 Tensor arange(int64_t end, TensorOptions options) {
   LOOM_CHECK(end >= 0, "arange: end must be non-negative, got {}", end);
-  detail::require_cpu("arange", Tensor::empty({0}, options));
+  LOOM_CHECK(options.dtype != DType::b8, "arange: expected a numeric dtype, got {}", dtype_name(options.dtype));
   Tensor out = Tensor::empty({end}, options);
-  dispatch_numeric(options.dtype, "arange", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = out.data<T>();
-    for (int64_t i = 0; i < end; ++i) p[i] = static_cast<T>(i);
-  });
+  detail::kernel_for<kernels::ArangeKernel>("arange", out)(out);
   return out;
 }
 

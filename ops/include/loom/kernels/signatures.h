@@ -45,4 +45,19 @@ using MaskedRowsKernel = void (*)(const Tensor& out, const Tensor& x, const Tens
 // out = the row op's backward from its output y and the incoming gradient.
 using RowBackwardKernel = void (*)(const Tensor& out, const Tensor& y, const Tensor& grad);
 
+// ---- reductions, triangles, pad, cat, arange (ops/cpu/amax.cpp, argmax.cpp, logsumexp.cpp, var.cpp,
+//      triu.cpp, pad.cpp, cat.cpp, factory.cpp) ----
+// amax, argmax (out int64, registered under x's dtype) and logsumexp are ReduceKernels.
+// out = sum over dims of centred^2, divided by divisor (var: centred = x - mean over dims).
+using VarKernel = void (*)(const Tensor& out, const Tensor& centred, const Shape& dims, double divisor);
+// out = x where the last two dims' (row, column) lies in the triangle, 0 elsewhere:
+// column - row >= diagonal (triu) or <= diagonal (tril); out has x's shape.
+using TriangleKernel = void (*)(const Tensor& out, const Tensor& x, int64_t diagonal);
+// out = value everywhere, with x written at [left[d], left[d] + x.size(d)) in each dim d.
+using PadKernel = void (*)(const Tensor& out, const Tensor& x, const Shape& left, double value);
+// out = inputs one after another along dim (all of out's dtype; other dims equal to out's).
+using CatKernel = void (*)(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim);
+// out[i] = i for a fresh 1-D out.
+using ArangeKernel = void (*)(const Tensor& out);
+
 }  // namespace loom::kernels
