@@ -16,9 +16,10 @@ namespace loom {
 
 namespace {
 
-void check_args(std::string_view op, const Tensor& logits, const Tensor& target, double smoothing) {
-  LOOM_CHECK(is_floating(logits.dtype()), "{}: logits must be float32 or float64, got {}", op,
-             dtype_name(logits.dtype()));
+// The arguments checked, as the kernels take them.
+kernels::CrossEntropyArgs check_args(std::string_view op, const Tensor& logits, const Tensor& target, double smoothing,
+                                     int64_t ignore_index) {
+  LOOM_CHECK(is_floating(logits.dtype()), "{}: logits must be float32 or float64, got {}", op, dtype_name(logits.dtype()));
   LOOM_CHECK(target.dtype() == DType::i64 && target.device() == logits.device(),
              "{}: target must be int64 class ids on the logits' device ({}), got {} on {}", op, logits.device(),
              dtype_name(target.dtype()), target.device());
@@ -28,63 +29,18 @@ void check_args(std::string_view op, const Tensor& logits, const Tensor& target,
   LOOM_CHECK(target.shape() == rows, "{}: target has shape {} but logits {} need target shape {}", op, target.shape(),
              logits.shape(), rows);
   LOOM_CHECK(smoothing >= 0.0 && smoothing <= 1.0, "{}: smoothing must be in [0, 1], got {}", op, smoothing);
+  return {op, smoothing, ignore_index};
 }
 
 // w_i = valid_i / count as a [..., 1] constant of the logits' dtype (0 everywhere when count = 0).
 Tensor row_weights(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
-  NoGradGuard no_grad;
   Tensor valid = to_dtype(ne(target, scalar_tensor(ignore_index, {DType::i64, target.device()})), logits.dtype());
   Tensor count = maximum(sum(valid), detail::constant_like(valid, 1.0));
   return unsqueeze(div(valid, count), -1);
 }
 
-}  // namespace
-
-Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, double smoothing,
-                                    int64_t ignore_index, Where where) {
-  CallSite site(where);
-  constexpr std::string_view op = "label_smoothed_cross_entropy";
-  check_args(op, logits, target, smoothing);
-  Tensor out = Tensor::empty({}, {logits.dtype(), logits.device()});
-  detail::kernel_for<kernels::CrossEntropyKernel>(op, logits)(out, detail::dense(logits), detail::dense(target),
-                                                              kernels::CrossEntropyArgs{op, smoothing, ignore_index});
-  return record(op, {logits, target}, out,
-                [logits, target, smoothing, ignore_index](BackwardContext&, const Tensor& g) -> detail::Grads {
-                  return {label_smoothed_cross_entropy_backward(logits, target, g, smoothing, ignore_index), {}};
-                });
-}
-
-Tensor label_smoothed_cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& grad,
-                                             double smoothing, int64_t ignore_index, Where where) {
-  CallSite site(where);
-  constexpr std::string_view op = "label_smoothed_cross_entropy_backward";
-  check_args(op, logits, target, smoothing);
-  detail::check_same_kind(op, logits, grad);
-  LOOM_CHECK(grad.numel() == 1, "{}: grad must hold one value (the loss is a scalar), got shape {}", op,
-             grad.shape());
-  Tensor out = Tensor::empty(logits.shape(), {logits.dtype(), logits.device()});
-  detail::kernel_for<kernels::CrossEntropyBackwardKernel>(op, logits)(
-      out, detail::dense(logits), detail::dense(target), grad, kernels::CrossEntropyArgs{op, smoothing, ignore_index});
-  return record(op, {logits, target, grad}, out,
-                [logits, target, grad, smoothing, ignore_index](BackwardContext& c, const Tensor& v) -> detail::Grads {
-                  Tensor dx, dg;
-                  if (c.needs(0))
-                    dx = softmax_backward(softmax(logits),
-                                          mul(v, mul(reshape(grad, {}), row_weights(logits, target, ignore_index))));
-                  if (c.needs(2)) {
-                    Tensor one = detail::constant_like(logits, 1.0);
-                    Tensor per_unit = label_smoothed_cross_entropy_backward(logits, target, one, smoothing, ignore_index);
-                    dg = reshape(sum(mul(v, per_unit)), c.input_shape(2));
-                  }
-                  return {dx, Tensor(), dg};
-                });
-}
-
-namespace {
-
-// The composition: log_softmax as x - log(sum(exp(x))), and the smoothed
-// one-hot target (1 - eps) * onehot(t) + eps / V built with ops (fine for a
-// test, never done by the op; an ignored row's weight is 0).
+// The compositions the matrix checks against: log_softmax as x - log(sum(exp(x))), and the smoothed target
+// (1 - eps) * onehot(t) + eps / V built with ops (never done by the op; an ignored row's weight is 0).
 Tensor smoothed_targets(const Tensor& logits, const Tensor& target, double eps) {
   const int64_t V = logits.shape().back();
   Tensor onehot = to_dtype(eq(unsqueeze(target, -1), arange(V).to(target.device())), logits.dtype());
@@ -103,11 +59,47 @@ Tensor lsce_backward_composed(const Tensor& x, const Tensor& target, const Tenso
 }
 
 // Targets with rows 1 and 3 ignored (ids drawn by the matrix are all in range).
-Tensor with_ignored(const Tensor& target) {
-  return masked_fill(target, tensor({0, 1, 0, 1, 0}, DType::b8).to(target.device()), -100);
-}
+Tensor with_ignored(const Tensor& t) { return masked_fill(t, tensor({0, 1, 0, 1, 0}, DType::b8).to(t.device()), -100); }
 
 }  // namespace
+
+Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, double smoothing,
+                                    int64_t ignore_index, Where where) {
+  CallSite site(where);
+  constexpr std::string_view op = "label_smoothed_cross_entropy";
+  kernels::CrossEntropyArgs args = check_args(op, logits, target, smoothing, ignore_index);
+  Tensor out = Tensor::empty({}, {logits.dtype(), logits.device()});
+  detail::kernel_for<kernels::CrossEntropyKernel>(op, logits)(out, detail::dense(logits), detail::dense(target), args);
+  return record(op, {logits, target}, out,
+                [logits, target, smoothing, ignore_index](BackwardContext&, const Tensor& g) -> detail::Grads {
+                  return {label_smoothed_cross_entropy_backward(logits, target, g, smoothing, ignore_index), {}};
+                });
+}
+
+Tensor label_smoothed_cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& grad,
+                                             double smoothing, int64_t ignore_index, Where where) {
+  CallSite site(where);
+  constexpr std::string_view op = "label_smoothed_cross_entropy_backward";
+  kernels::CrossEntropyArgs args = check_args(op, logits, target, smoothing, ignore_index);
+  detail::check_same_kind(op, logits, grad);
+  LOOM_CHECK(grad.numel() == 1, "{}: grad must hold one value (the loss is a scalar), got shape {}", op, grad.shape());
+  Tensor out = Tensor::empty(logits.shape(), {logits.dtype(), logits.device()});
+  detail::kernel_for<kernels::CrossEntropyBackwardKernel>(op, logits)(out, detail::dense(logits), detail::dense(target),
+                                                                      grad, args);
+  return record(op, {logits, target, grad}, out,
+                [logits, target, grad, smoothing, ignore_index](BackwardContext& c, const Tensor& v) -> detail::Grads {
+                  Tensor dx, dg;
+                  if (c.needs(0))
+                    dx = softmax_backward(softmax(logits),
+                                          mul(v, mul(reshape(grad, {}), row_weights(logits, target, ignore_index))));
+                  if (c.needs(2)) {
+                    Tensor one = detail::constant_like(logits, 1.0);
+                    Tensor per_unit = label_smoothed_cross_entropy_backward(logits, target, one, smoothing, ignore_index);
+                    dg = reshape(sum(mul(v, per_unit)), c.input_shape(2));
+                  }
+                  return {dx, Tensor(), dg};
+                });
+}
 
 LOOM_OP(label_smoothed_cross_entropy){
     .name = "label_smoothed_cross_entropy",
