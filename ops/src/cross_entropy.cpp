@@ -9,151 +9,57 @@
 // w_i = valid_i / count (a [..., 1] constant):
 //   d/dx = softmax_backward(softmax(x), v * g * w)      d/dg = sum(v * backward(x, t, 1))
 // All targets ignored: loss 0 and gradient 0 (PyTorch gives NaN from 0 / 0).
+// CPU kernels (the targets checked and counted there too): ops/cpu/cross_entropy.cpp.
 #include "rows.h"
 
 namespace loom {
 
 namespace {
 
-using detail::RowShape;
-
-struct Targets {
-  const int64_t* ids;
-  int64_t count;  // rows that are not ignored
-};
-
-// Validates every target id (before any parallel work) and counts the live rows.
-Targets check_targets(std::string_view op, const Tensor& logits, const Tensor& target, const Tensor& dense_target,
-                      int64_t ignore_index) {
-  const int64_t V = logits.shape().back();
-  const int64_t* ids = dense_target.data<int64_t>();
-  int64_t count = 0;
-  for (int64_t i = 0; i < target.numel(); ++i) {
-    if (ids[i] == ignore_index) continue;
-    LOOM_CHECK(ids[i] >= 0 && ids[i] < V,
-               "{}: target id {} (at flat position {}) is out of range for V = {} classes: ids must be in [0, {}) "
-               "or equal ignore_index ({})",
-               op, ids[i], i, V, V, ignore_index);
-    ++count;
-  }
-  return {ids, count};
-}
-
-void check_args(std::string_view op, const Tensor& logits, const Tensor& target, double smoothing) {
-  detail::require_cpu(op, logits);
-  detail::require_cpu(op, target);
-  LOOM_CHECK(is_floating(logits.dtype()), "{}: logits must be float32 or float64, got {}", op,
-             dtype_name(logits.dtype()));
-  LOOM_CHECK(target.dtype() == DType::i64, "{}: target must be int64 class ids, got {}", op,
-             dtype_name(target.dtype()));
+// The arguments checked, as the kernels take them.
+kernels::CrossEntropyArgs check_args(std::string_view op, const Tensor& logits, const Tensor& target, double smoothing,
+                                     int64_t ignore_index) {
+  LOOM_CHECK(is_floating(logits.dtype()), "{}: logits must be float32 or float64, got {}", op, dtype_name(logits.dtype()));
+  LOOM_CHECK(target.dtype() == DType::i64 && target.device() == logits.device(),
+             "{}: target must be int64 class ids on the logits' device ({}), got {} on {}", op, logits.device(),
+             dtype_name(target.dtype()), target.device());
   LOOM_CHECK(logits.dim() >= 1 && logits.shape().back() > 0, "{}: logits need a non-empty class dim, got shape {}",
              op, logits.shape());
   Shape rows(logits.shape().begin(), logits.shape().end() - 1);
   LOOM_CHECK(target.shape() == rows, "{}: target has shape {} but logits {} need target shape {}", op, target.shape(),
              logits.shape(), rows);
   LOOM_CHECK(smoothing >= 0.0 && smoothing <= 1.0, "{}: smoothing must be in [0, 1], got {}", op, smoothing);
+  return {op, smoothing, ignore_index};
 }
 
-// Fast: per row, max and sum(x) in one pass, sum(exp) in a second; row losses
-// land in `losses` and are summed in row order (the same for any thread count).
-template <typename T>
-double loss_fast(const T* x, const Targets& t, int64_t ignore_index, RowShape s, double eps) {
-  const int64_t n = s.size;
-  std::vector<double> losses(s.rows, 0.0);
-  detail::parallel_rows(s.rows, n, [&](int64_t r) {
-    if (t.ids[r] == ignore_index) return;
-    const T* xr = x + r * n;
-    T mx = detail::kNegInf<T>;
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) mx = xr[j] > mx ? xr[j] : mx;
-    detail::prefetch_next_row(xr, r, s);
-    const double total_x = detail::blocked_row_sum<T>(n, [&](int64_t j) { return xr[j]; });
-    const double total_exp = detail::row_sum_exp(xr, n, mx);
-    const double log_total = std::log(total_exp);
-    const double nll = (mx - xr[t.ids[r]]) + log_total;                          // -log p_target
-    const double smooth = (mx - total_x / static_cast<double>(n)) + log_total;  // mean_v -log p_v
-    losses[r] = (1.0 - eps) * nll + eps * smooth;
-  });
-  double total = 0;
-  for (double l : losses) total += l;
-  return total;
+// w_i = valid_i / count as a [..., 1] constant of the logits' dtype (0 everywhere when count = 0).
+Tensor row_weights(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+  Tensor valid = to_dtype(ne(target, scalar_tensor(ignore_index, {DType::i64, target.device()})), logits.dtype());
+  Tensor count = maximum(sum(valid), detail::constant_like(valid, 1.0));
+  return unsqueeze(div(valid, count), -1);
 }
 
-// Reference: log-probabilities element by element, then the smoothed target's dot product.
-template <typename T>
-double loss_reference(const T* x, const Targets& t, int64_t ignore_index, RowShape s, double eps) {
-  const int64_t n = s.size;
-  double total = 0;
-  for (int64_t r = 0; r < s.rows; ++r) {
-    if (t.ids[r] == ignore_index) continue;
-    double mx = x[r * n];
-    for (int64_t j = 1; j < n; ++j) mx = std::max<double>(mx, x[r * n + j]);
-    double sum_exp = 0;
-    for (int64_t j = 0; j < n; ++j) sum_exp += std::exp(x[r * n + j] - mx);
-    double lse = std::log(sum_exp);
-    for (int64_t j = 0; j < n; ++j) {
-      double log_p = (x[r * n + j] - mx) - lse;
-      double target_weight = eps / static_cast<double>(n) + (j == t.ids[r] ? 1.0 - eps : 0.0);
-      total -= target_weight * log_p;
-    }
-  }
-  return total;
+// The compositions the matrix checks against: log_softmax as x - log(sum(exp(x))), and the smoothed target
+// (1 - eps) * onehot(t) + eps / V built with ops (never done by the op; an ignored row's weight is 0).
+Tensor smoothed_targets(const Tensor& logits, const Tensor& target, double eps) {
+  const int64_t V = logits.shape().back();
+  Tensor onehot = to_dtype(eq(unsqueeze(target, -1), arange(V).to(target.device())), logits.dtype());
+  return add(mul(onehot, detail::constant_like(logits, 1.0 - eps)), detail::constant_like(logits, eps / V));
 }
 
-// dx row = scale * (softmax - smoothed target), scale = g / count.
-template <typename T>
-void backward_fast(T* out, const T* x, const Targets& t, int64_t ignore_index, RowShape s, double eps, T scale) {
-  const int64_t n = s.size;
-  const T spread = static_cast<T>(eps / static_cast<double>(n));
-  detail::parallel_rows(s.rows, n, [&](int64_t r) {
-    T* o = out + r * n;
-    if (t.ids[r] == ignore_index) {
-      for (int64_t j = 0; j < n; ++j) o[j] = T(0);
-      return;
-    }
-    const T* xr = x + r * n;
-    T mx = detail::kNegInf<T>;
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) mx = xr[j] > mx ? xr[j] : mx;
-    detail::prefetch_next_row(xr, r, s);
-    const double total = detail::row_sum_exp(xr, n, mx, o);
-    const T inv = static_cast<T>(1.0 / total);
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) o[j] = scale * (o[j] * inv - spread);
-    o[t.ids[r]] -= scale * static_cast<T>(1.0 - eps);
-  });
+Tensor lsce_composed(const Tensor& x, const Tensor& target, double eps, int64_t ignore_index = -100) {
+  Tensor log_p = sub(x, log(sum(exp(x), {-1}, true)));
+  Tensor per_row = neg(sum(mul(log_p, smoothed_targets(x, target, eps)), {-1}, true));
+  return sum(mul(per_row, row_weights(x, target, ignore_index)));
 }
 
-template <typename T>
-void backward_reference(T* out, const T* x, const Targets& t, int64_t ignore_index, RowShape s, double eps,
-                        T scale) {
-  const int64_t n = s.size;
-  for (int64_t r = 0; r < s.rows; ++r) {
-    double mx = x[r * n];
-    for (int64_t j = 1; j < n; ++j) mx = std::max<double>(mx, x[r * n + j]);
-    double sum_exp = 0;
-    for (int64_t j = 0; j < n; ++j) sum_exp += std::exp(x[r * n + j] - mx);
-    for (int64_t j = 0; j < n; ++j) {
-      if (t.ids[r] == ignore_index) {
-        out[r * n + j] = T(0);
-        continue;
-      }
-      double p = std::exp(x[r * n + j] - mx) / sum_exp;
-      double target_weight = eps / static_cast<double>(n) + (j == t.ids[r] ? 1.0 - eps : 0.0);
-      out[r * n + j] = static_cast<T>(scale * (p - target_weight));
-    }
-  }
+Tensor lsce_backward_composed(const Tensor& x, const Tensor& target, const Tensor& g, double eps) {
+  Tensor p = div(exp(x), sum(exp(x), {-1}, true));
+  return mul(sub(p, smoothed_targets(x, target, eps)), mul(g, row_weights(x, target, -100)));
 }
 
-// valid_i / count as a [..., 1] constant of the logits' dtype (0 everywhere when count = 0).
-Tensor row_weights(const Tensor& logits, const Targets& t, int64_t ignore_index) {
-  Shape shape(logits.shape().begin(), logits.shape().end() - 1);
-  shape.push_back(1);
-  Tensor w = Tensor::empty(shape, {DType::f64});
-  double* p = w.data<double>();
-  for (int64_t i = 0; i < w.numel(); ++i) p[i] = t.ids[i] == ignore_index ? 0.0 : 1.0 / static_cast<double>(t.count);
-  return to_dtype(w, logits.dtype());
-}
+// Targets with rows 1 and 3 ignored (ids drawn by the matrix are all in range).
+Tensor with_ignored(const Tensor& t) { return masked_fill(t, tensor({0, 1, 0, 1, 0}, DType::b8).to(t.device()), -100); }
 
 }  // namespace
 
@@ -161,20 +67,12 @@ Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, 
                                     int64_t ignore_index, Where where) {
   CallSite site(where);
   constexpr std::string_view op = "label_smoothed_cross_entropy";
-  check_args(op, logits, target, smoothing);
-  Tensor xd = detail::dense(logits), td = detail::dense(target);
-  Targets t = check_targets(op, logits, target, td, ignore_index);
+  kernels::CrossEntropyArgs args = check_args(op, logits, target, smoothing, ignore_index);
   Tensor out = Tensor::empty({}, {logits.dtype(), logits.device()});
-  dispatch_floating(logits.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    auto run = kernel_mode() == KernelMode::reference ? loss_reference<T> : loss_fast<T>;
-    double total = run(xd.data<T>(), t, ignore_index, detail::row_shape(logits), smoothing);
-    *out.data<T>() = t.count == 0 ? T(0) : static_cast<T>(total / static_cast<double>(t.count));
-  });
+  detail::kernel_for<kernels::CrossEntropyKernel>(op, logits)(out, detail::dense(logits), detail::dense(target), args);
   return record(op, {logits, target}, out,
                 [logits, target, smoothing, ignore_index](BackwardContext&, const Tensor& g) -> detail::Grads {
-                  return {label_smoothed_cross_entropy_backward(logits, target, g, smoothing, ignore_index),
-                          Tensor()};
+                  return {label_smoothed_cross_entropy_backward(logits, target, g, smoothing, ignore_index), {}};
                 });
 }
 
@@ -182,84 +80,26 @@ Tensor label_smoothed_cross_entropy_backward(const Tensor& logits, const Tensor&
                                              double smoothing, int64_t ignore_index, Where where) {
   CallSite site(where);
   constexpr std::string_view op = "label_smoothed_cross_entropy_backward";
-  check_args(op, logits, target, smoothing);
+  kernels::CrossEntropyArgs args = check_args(op, logits, target, smoothing, ignore_index);
   detail::check_same_kind(op, logits, grad);
-  LOOM_CHECK(grad.numel() == 1, "{}: grad must hold one value (the loss is a scalar), got shape {}", op,
-             grad.shape());
-  Tensor xd = detail::dense(logits), td = detail::dense(target);
-  Targets t = check_targets(op, logits, target, td, ignore_index);
+  LOOM_CHECK(grad.numel() == 1, "{}: grad must hold one value (the loss is a scalar), got shape {}", op, grad.shape());
   Tensor out = Tensor::empty(logits.shape(), {logits.dtype(), logits.device()});
-  dispatch_floating(logits.dtype(), op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T scale = t.count == 0 ? T(0) : static_cast<T>(grad.item<double>() / static_cast<double>(t.count));
-    auto run = kernel_mode() == KernelMode::reference ? backward_reference<T> : backward_fast<T>;
-    run(out.data<T>(), xd.data<T>(), t, ignore_index, detail::row_shape(logits), smoothing, scale);
-  });
+  detail::kernel_for<kernels::CrossEntropyBackwardKernel>(op, logits)(out, detail::dense(logits), detail::dense(target),
+                                                                      grad, args);
   return record(op, {logits, target, grad}, out,
                 [logits, target, grad, smoothing, ignore_index](BackwardContext& c, const Tensor& v) -> detail::Grads {
                   Tensor dx, dg;
-                  if (c.needs(0)) {
-                    Tensor td = detail::dense(target);
-                    Targets t{td.data<int64_t>(), 0};
-                    for (int64_t i = 0; i < target.numel(); ++i) t.count += t.ids[i] != ignore_index;
-                    Tensor w = row_weights(logits, t, ignore_index);
-                    dx = softmax_backward(softmax(logits), mul(v, mul(reshape(grad, {}), w)));
-                  }
+                  if (c.needs(0))
+                    dx = softmax_backward(softmax(logits),
+                                          mul(v, mul(reshape(grad, {}), row_weights(logits, target, ignore_index))));
                   if (c.needs(2)) {
-                    Tensor one = scalar_tensor(1.0, {logits.dtype(), logits.device()});
+                    Tensor one = detail::constant_like(logits, 1.0);
                     Tensor per_unit = label_smoothed_cross_entropy_backward(logits, target, one, smoothing, ignore_index);
                     dg = reshape(sum(mul(v, per_unit)), c.input_shape(2));
                   }
                   return {dx, Tensor(), dg};
                 });
 }
-
-namespace {
-
-// The composition: log_softmax as x - log(sum(exp(x))), and the smoothed
-// one-hot target built as a constant (fine for a test, never done by the op).
-Tensor smoothed_targets(const Tensor& logits, const Tensor& target, double eps, int64_t ignore_index) {
-  const int64_t V = logits.shape().back();
-  Tensor td = detail::dense(target);
-  Tensor q = zeros(logits.shape(), {DType::f64});
-  double* p = q.data<double>();
-  for (int64_t i = 0; i < target.numel(); ++i) {
-    int64_t id = td.data<int64_t>()[i];
-    if (id == ignore_index) continue;  // the row's weight is 0 anyway
-    for (int64_t j = 0; j < V; ++j) p[i * V + j] = eps / static_cast<double>(V) + (j == id ? 1.0 - eps : 0.0);
-  }
-  return q;
-}
-
-Tensor weights_composed(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
-  Tensor td = detail::dense(target);
-  Targets t{td.data<int64_t>(), 0};
-  for (int64_t i = 0; i < target.numel(); ++i) t.count += t.ids[i] != ignore_index;
-  return row_weights(logits, t, ignore_index);
-}
-
-Tensor lsce_composed(const Tensor& x, const Tensor& target, double eps, int64_t ignore_index = -100) {
-  Tensor log_p = sub(x, log(sum(exp(x), {-1}, true)));
-  Tensor per_row = neg(sum(mul(log_p, smoothed_targets(x, target, eps, ignore_index)), {-1}, true));
-  return sum(mul(per_row, weights_composed(x, target, ignore_index)));
-}
-
-Tensor lsce_backward_composed(const Tensor& x, const Tensor& target, const Tensor& g, double eps) {
-  Tensor e = exp(x);
-  Tensor p = div(e, sum(e, {-1}, true));
-  return mul(sub(p, smoothed_targets(x, target, eps, -100)), mul(g, weights_composed(x, target, -100)));
-}
-
-// Targets with rows 1 and 3 ignored (ids drawn by the matrix are all in range).
-Tensor with_ignored(const Tensor& target) {
-  Tensor t = Tensor::empty(target.shape(), {DType::i64});
-  copy_(t, target);
-  t.data<int64_t>()[1] = -100;
-  t.data<int64_t>()[3] = -100;
-  return t;
-}
-
-}  // namespace
 
 LOOM_OP(label_smoothed_cross_entropy){
     .name = "label_smoothed_cross_entropy",

@@ -1,45 +1,13 @@
 #pragma once
 // Shared by layer_norm.cpp (the forward) and layer_norm_backward.cpp (the fused
-// backward ops): argument checks, the per-row statistics of the fast kernels,
-// and xh, r and the projection P written with ops (for the compositions and the
-// differentiable double backward). Formulas: see the top of those files.
-#include <cmath>
-
-#include "loom/kernels/span_sum.h"
+// backward ops): argument checks, and xh, r and the projection P written with ops
+// (for the compositions and the differentiable double backward). Formulas: see
+// the top of those files; CPU kernels: ops/cpu/layer_norm.cpp.
 #include "rows.h"
 
 namespace loom::detail {
 
-template <typename T>
-struct RowStats {
-  T mean, rstd;
-};
-
-// Two passes (mean, then the centered sum of squares): stable for large offsets.
-// Both are kernels::span_sum (vector lanes, fixed blocks, double across blocks).
-template <typename T>
-RowStats<T> row_stats(const T* xr, int64_t n, double eps) {
-  const T mu = static_cast<T>(kernels::span_sum(xr, n) / static_cast<double>(n));
-  double squares = kernels::span_sum<T>(n, [&](int64_t j, auto load) {
-    auto d = load(xr, j) - mu;
-    return d * d;
-  });
-  return {mu, static_cast<T>(1.0 / std::sqrt(squares / static_cast<double>(n) + eps))};
-}
-
-// The reference kernels' statistics: plain loops in double, mean then variance.
-template <typename T>
-RowStats<double> reference_row_stats(const T* xr, int64_t n, double eps) {
-  double mean = 0, var = 0;
-  for (int64_t j = 0; j < n; ++j) mean += xr[j];
-  mean /= static_cast<double>(n);
-  for (int64_t j = 0; j < n; ++j) var += (xr[j] - mean) * (xr[j] - mean);
-  var /= static_cast<double>(n);
-  return {mean, 1.0 / std::sqrt(var + eps)};
-}
-
 inline void check_layer_norm_args(std::string_view op, const Tensor& x, const Tensor& w, const Tensor& b) {
-  require_cpu(op, x);
   LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32 or float64, got {}", op, dtype_name(x.dtype()));
   LOOM_CHECK(x.dim() >= 1, "{}: expected at least 1 dim, got a 0-d tensor", op);
   for (const Tensor* p : {&w, &b}) {
@@ -49,11 +17,6 @@ inline void check_layer_norm_args(std::string_view op, const Tensor& x, const Te
                "{}: weight and bias must have shape [{}] (the input's last dim), got {}", op, x.shape().back(),
                p->shape());
   }
-}
-
-template <typename T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
 }
 
 // xh and r of each row, written with ops (for the differentiable double backward and the composition).
@@ -75,7 +38,7 @@ inline Tensor project(const Tensor& u, const Tensor& xh) {
 // The backward of layer_norm in one sweep over (x, g): dx (if want_dx; the op
 // layer_norm_backward) and [dweight; dbias] as one [2, D] tensor (if want_params;
 // the op layer_norm_param_grads), each recorded as its own differentiable node.
-// `stats` (optional, fast kernels only): the forward's [rows, 2] (mean, rstd) of x.
+// `stats` (optional): the forward's [rows, 2] (mean, rstd) of x.
 struct LayerNormGrads {
   Tensor dx, params;
 };

@@ -12,116 +12,12 @@
 // layer_norm_param_grads, for an upstream V = [vw; vb] (P is symmetric):
 //   d/dx = r * P(g * vw) = layer_norm_backward(x, vw, g)
 //   d/dg = xh * vw + vb  = layer_norm(x, vw, vb)
-// Determinism: dx is computed row by row (one thread per row); dw and db sum fixed
-// blocks of kParamRows rows into per-block partials, merged in block order in double,
-// so the bits never depend on the thread count.
-#include <algorithm>
-
+// CPU kernels: ops/cpu/layer_norm.cpp.
 #include "layer_norm.h"
 
 namespace loom {
 
 namespace {
-
-using detail::RowShape;
-using detail::RowStats;
-using detail::row_stats;
-using kernels::span_sum;
-
-// Rows per block of the dw/db partial sums: fixed (never derived from the thread count).
-constexpr int64_t kParamRows = 32;
-
-int64_t param_blocks(int64_t rows) { return (rows + kParamRows - 1) / kParamRows; }
-
-// One sweep per row: stats (the forward's saved (mean, rstd) per row when given:
-// the same bits row_stats gives), the two sums of dx (if kDx), then dx and the
-// block's dw/db partials (if kParams, in T within the block) in one elementwise
-// loop. `partial` holds param_blocks(rows) blocks of [2, D].
-template <typename T, bool kDx, bool kParams>
-void grads_fast(T* dx, T* partial, const T* x, const T* w, const T* g, const T* stats, RowShape s, double eps) {
-  const int64_t n = s.size, rows = s.rows, blocks = param_blocks(rows);
-  std::vector<T> ones;  // no weight: a = g * 1, exact
-  if (!w) {
-    ones.assign(n, T(1));
-    w = ones.data();
-  }
-  const bool parallel = blocks > 1 && rows * n >= kernels::kParallelGrain && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t b = 0; b < blocks; ++b) {
-    T* pw = kParams ? partial + b * 2 * n : nullptr;
-    T* pb = kParams ? pw + n : nullptr;
-    if constexpr (kParams) std::fill(pw, pw + 2 * n, T(0));
-    for (int64_t r = b * kParamRows; r < std::min(rows, (b + 1) * kParamRows); ++r) {
-      const T* xr = x + r * n;
-      const T* gr = g + r * n;
-      const RowStats<T> st = stats ? RowStats<T>{stats[2 * r], stats[2 * r + 1]} : row_stats(xr, n, eps);
-      const T mu = st.mean, rstd = st.rstd;
-      T mean_a = 0, mean_axh = 0;
-      if constexpr (kDx) {
-        auto [sum_a, sum_axh] = kernels::span_sum2<T>(n, [&](int64_t j, auto load) {
-          auto a = load(gr, j) * load(w, j);
-          return std::pair{a, a * ((load(xr, j) - mu) * rstd)};
-        });
-        mean_a = static_cast<T>(sum_a / static_cast<double>(n));
-        mean_axh = static_cast<T>(sum_axh / static_cast<double>(n));
-      }
-      T* o = kDx ? dx + r * n : nullptr;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) {
-        const T xh = (xr[j] - mu) * rstd;
-        if constexpr (kDx) o[j] = rstd * (gr[j] * w[j] - mean_a - xh * mean_axh);
-        if constexpr (kParams) {
-          pw[j] += gr[j] * xh;
-          pb[j] += gr[j];
-        }
-      }
-    }
-  }
-}
-
-// [dw; db] from the block partials: for each entry, the blocks in order, in double.
-template <typename T>
-void merge_param_partials(T* out, const T* partial, int64_t blocks, int64_t n) {
-  std::vector<double> acc(2 * n, 0.0);
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t j = 0; j < 2 * n; ++j) acc[j] += partial[b * 2 * n + j];
-  for (int64_t j = 0; j < 2 * n; ++j) out[j] = static_cast<T>(acc[j]);
-}
-
-// The plain references: one row at a time, everything in double.
-template <typename T>
-void dx_reference(T* out, const T* x, const T* w, const T* g, RowShape s, double eps) {
-  const int64_t n = s.size;
-  std::vector<double> xh(n), a(n);
-  for (int64_t r = 0; r < s.rows; ++r) {
-    const auto [mean, rstd] = detail::reference_row_stats(x + r * n, n, eps);
-    double mean_a = 0, mean_axh = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      xh[j] = (x[r * n + j] - mean) * rstd;
-      a[j] = g[r * n + j] * (w ? w[j] : T(1));
-      mean_a += a[j] / static_cast<double>(n);
-      mean_axh += a[j] * xh[j] / static_cast<double>(n);
-    }
-    for (int64_t j = 0; j < n; ++j) out[r * n + j] = static_cast<T>(rstd * (a[j] - mean_a - xh[j] * mean_axh));
-  }
-}
-
-template <typename T>
-void param_grads_reference(T* out, const T* x, const T* g, RowShape s, double eps) {
-  const int64_t n = s.size;
-  std::vector<double> dw(n, 0.0), db(n, 0.0);
-  for (int64_t r = 0; r < s.rows; ++r) {
-    const auto [mean, rstd] = detail::reference_row_stats(x + r * n, n, eps);
-    for (int64_t j = 0; j < n; ++j) {
-      dw[j] += g[r * n + j] * ((x[r * n + j] - mean) * rstd);
-      db[j] += g[r * n + j];
-    }
-  }
-  for (int64_t j = 0; j < n; ++j) {
-    out[j] = static_cast<T>(dw[j]);
-    out[n + j] = static_cast<T>(db[j]);
-  }
-}
 
 void check_grad(std::string_view op, const Tensor& x, const Tensor& grad) {
   detail::check_same_kind(op, x, grad);
@@ -165,27 +61,10 @@ LayerNormGrads layer_norm_grads(const Tensor& x, const Tensor& weight, const Ten
                                 bool want_params, const Tensor& stats) {
   LayerNormGrads out;
   if (!want_dx && !want_params) return out;
-  Tensor xd = dense(x), wd = dense(weight), gd = dense(grad);
-  const int64_t d = x.shape().back();
-  const RowShape s = row_shape(x);
   if (want_dx) out.dx = Tensor::empty(x.shape(), {x.dtype(), x.device()});
-  if (want_params) out.params = Tensor::empty({2, d}, {x.dtype(), x.device()});
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* dx = want_dx ? out.dx.data<T>() : nullptr;
-    T* params = want_params ? out.params.data<T>() : nullptr;
-    if (kernel_mode() == KernelMode::reference) {
-      if (want_dx) dx_reference<T>(dx, xd.data<T>(), data_or_null<T>(wd), gd.data<T>(), s, eps);
-      if (want_params) param_grads_reference<T>(params, xd.data<T>(), gd.data<T>(), s, eps);
-      return;
-    }
-    const int64_t blocks = param_blocks(s.rows);
-    Tensor partial = want_params ? Tensor::empty({blocks, 2, d}, {x.dtype(), x.device()}) : Tensor();
-    T* pp = want_params ? partial.data<T>() : nullptr;
-    auto run = !want_params ? grads_fast<T, true, false> : want_dx ? grads_fast<T, true, true> : grads_fast<T, false, true>;
-    run(dx, pp, xd.data<T>(), data_or_null<T>(wd), gd.data<T>(), data_or_null<T>(stats), s, eps);
-    if (want_params) merge_param_partials(params, pp, blocks, d);
-  });
+  if (want_params) out.params = Tensor::empty({2, x.shape().back()}, {x.dtype(), x.device()});
+  kernel_for<kernels::LayerNormBackwardKernel>(want_dx ? "layer_norm_backward" : "layer_norm_param_grads", x)(
+      out.dx, out.params, dense(x), dense(weight), dense(grad), stats, eps);
   if (want_dx) out.dx = record("layer_norm_backward", {x, weight, grad}, out.dx, dx_backward(x, weight, grad, eps));
   if (want_params) out.params = record("layer_norm_param_grads", {x, grad}, out.params, params_backward(x, grad, eps));
   return out;

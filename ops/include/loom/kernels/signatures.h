@@ -60,4 +60,40 @@ using CatKernel = void (*)(const Tensor& out, const std::vector<Tensor>& inputs,
 // out[i] = i for a fresh 1-D out.
 using ArangeKernel = void (*)(const Tensor& out);
 
+// ---- fused: layer norm, cross-entropy, dropout (ops/cpu/layer_norm.cpp, cross_entropy.cpp, dropout.cpp) ----
+// out = layer_norm(x, weight, bias, eps) over x's rows (last dim D); weight and
+// bias are [D] or undefined. stats ([rows, 2]) gets each row's (mean, rstd) for the backward.
+using LayerNormKernel = void (*)(const Tensor& out, const Tensor& stats, const Tensor& x, const Tensor& weight,
+                                 const Tensor& bias, double eps);
+// One sweep over (x, grad): dx = r * P(grad * weight) and params = [dw; db] ([2, D]);
+// either output may be undefined (not wanted), weight too (no affine). stats: the
+// forward's (mean, rstd) per row, or undefined (computed again).
+using LayerNormBackwardKernel = void (*)(const Tensor& dx, const Tensor& params, const Tensor& x,
+                                         const Tensor& weight, const Tensor& grad, const Tensor& stats, double eps);
+
+// Label-smoothed cross-entropy's attributes; `op` names the op in the kernel's
+// error (a target id neither in [0, V) nor ignore_index).
+struct CrossEntropyArgs {
+  std::string_view op;
+  double smoothing = 0;
+  int64_t ignore_index = -100;
+};
+// loss (0-d) = the mean row loss over the rows of logits ([rows, V]) whose int64
+// target is not ignore_index (0 when there are none). Registered under the logits' dtype.
+using CrossEntropyKernel = void (*)(const Tensor& loss, const Tensor& logits, const Tensor& target,
+                                    const CrossEntropyArgs& args);
+// out = d loss / d logits times grad (one value).
+using CrossEntropyBackwardKernel = void (*)(const Tensor& out, const Tensor& logits, const Tensor& target,
+                                            const Tensor& grad, const CrossEntropyArgs& args);
+
+// Dropout's keep mask: bit i % 32 of int32 word i / 32 for element i.
+inline constexpr int64_t kDropoutMaskBits = 32;
+inline int64_t dropout_mask_words(int64_t elements) { return (elements + kDropoutMaskBits - 1) / kDropoutMaskBits; }
+// out = keep * x / (1 - p), keep_i = (uniform_i >= p) from Philox(seed, offset) at
+// element i; mask gets the keep bits (dropout_mask_words(x's numel) words).
+using DropoutKernel = void (*)(const Tensor& out, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                               uint64_t offset);
+// out = keep * grad / (1 - p), keep read from mask.
+using DropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, const Tensor& mask, double p);
+
 }  // namespace loom::kernels

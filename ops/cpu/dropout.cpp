@@ -1,0 +1,140 @@
+// CPU kernels of dropout and dropout_backward (ops/src/dropout.cpp): the fast
+// kernel and the plain reference kernel beside it. Element i draws word i % 4 of
+// Philox block i / 4 at (seed, offset); its keep bit is bit i % 32 of mask word i / 32.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "loom/kernel_table.h"
+#include "loom/kernels/loops.h"
+#include "loom/kernels/signatures.h"
+#include "loom/philox.h"
+#include "loom/philox_batch.h"
+
+namespace loom {
+
+namespace {
+
+using kernels::dropout_mask_words;
+using kernels::kDropoutMaskBits;
+
+// keep iff uniform_from_bits(bits) = (bits >> 8) / 2^24 >= p, as an integer compare.
+uint32_t keep_threshold(double p) { return static_cast<uint32_t>(std::ceil(p * 16777216.0)); }
+
+// One batch of 16 Philox blocks (AVX-512 lanes, or two AVX2 batches) is 64
+// elements: two mask words.
+constexpr int64_t kChunk = 64;
+static_assert(kChunk == 2 * kDropoutMaskBits);
+
+// Fast: 64 elements at a time from one batch of Philox words, then a vector loop
+// for keep-and-scale that also ORs the keep bits into the chunk's mask words;
+// chunks split over threads.
+template <typename T>
+void dropout_fast(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset) {
+  const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  const uint32_t threshold = keep_threshold(p);
+  const int64_t chunks = (n + kChunk - 1) / kChunk, words_in_mask = dropout_mask_words(n);
+  const bool parallel = n >= kernels::kParallelGrain && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    alignas(64) uint32_t words[kChunk];
+    philox_batch16(seed, offset, static_cast<uint64_t>(c) * (kChunk / 4), words);
+    const int64_t base = c * kChunk, count = std::min(kChunk, n - base);
+    uint64_t bits = 0;
+#pragma omp simd reduction(| : bits)
+    for (int64_t i = 0; i < count; ++i) {
+      const bool keep = (words[i] >> 8) >= threshold;
+      const T scaled = x[base + i] * scale;  // read unconditionally: no masked load
+      out[base + i] = keep ? scaled : T(0);
+      bits |= static_cast<uint64_t>(keep) << i;
+    }
+    mask[2 * c] = static_cast<uint32_t>(bits);
+    if (2 * c + 1 < words_in_mask) mask[2 * c + 1] = static_cast<uint32_t>(bits >> 32);
+  }
+}
+
+// Reference: each element draws its own uniform, compares it with p and sets its bit.
+template <typename T>
+void dropout_reference(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset) {
+  for (int64_t w = 0; w < dropout_mask_words(n); ++w) mask[w] = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Philox4x32 bits = philox_block(seed, offset, static_cast<uint64_t>(i / 4));
+    float u = uniform_from_bits(bits.v[i % 4]);
+    bool keep = u >= p;
+    out[i] = keep ? static_cast<T>(x[i] / (1.0 - p)) : T(0);
+    if (keep) mask[i / kDropoutMaskBits] |= uint32_t(1) << (i % kDropoutMaskBits);
+  }
+}
+
+// Fast backward: each mask word expanded lane by lane, (bits >> lane) & 1, in a
+// vector loop (no Philox, no branches): reads g and N/8 mask bytes, writes out.
+// Full words run a loop of constant length 32 with 32-bit lane shifts (a few
+// vector instructions per 8 elements); only the last, partial word runs a
+// loop of variable length.
+template <typename T>
+void expand_word(T* out, const T* g, uint32_t bits, T scale, int count) {
+#pragma omp simd
+  for (int lane = 0; lane < count; ++lane) {
+    // g read unconditionally: in `keep ? g * scale : 0` the compiler may load g
+    // only where kept, a masked load (vmaskmovps) that is slow on AMD.
+    const T scaled = g[lane] * scale;
+    out[lane] = (bits >> lane) & 1u ? scaled : T(0);
+  }
+}
+
+template <typename T>
+void masked_scale_fast(T* out, const uint32_t* mask, const T* g, int64_t n, double p) {
+  const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  const int64_t full = n / kDropoutMaskBits;
+  const bool parallel = n >= kernels::kParallelGrain && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < full; ++c)
+    expand_word(out + c * kDropoutMaskBits, g + c * kDropoutMaskBits, mask[c], scale, kDropoutMaskBits);
+  if (full * kDropoutMaskBits < n)
+    expand_word(out + full * kDropoutMaskBits, g + full * kDropoutMaskBits, mask[full], scale,
+                static_cast<int>(n - full * kDropoutMaskBits));
+}
+
+// Reference backward: one element at a time, its bit looked up by index.
+template <typename T>
+void masked_scale_reference(T* out, const uint32_t* mask, const T* g, int64_t n, double p) {
+  for (int64_t i = 0; i < n; ++i) {
+    bool keep = (mask[i / kDropoutMaskBits] >> (i % kDropoutMaskBits)) & 1u;
+    out[i] = keep ? static_cast<T>(g[i] / (1.0 - p)) : T(0);
+  }
+}
+
+// ---- the kernels in the table ----
+
+// The mask as uint32 words (stored as int32: loom has no unsigned dtype).
+uint32_t* mask_words(const Tensor& mask) { return reinterpret_cast<uint32_t*>(mask.data<int32_t>()); }
+
+template <typename T, void (*Run)(T*, uint32_t*, const T*, int64_t, double, uint64_t, uint64_t)>
+void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
+                    uint64_t offset) {
+  Run(out.data<T>(), mask_words(mask), x.data<T>(), x.numel(), p, seed, offset);
+}
+
+template <typename T, void (*Run)(T*, const uint32_t*, const T*, int64_t, double)>
+void dropout_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& mask, double p) {
+  Run(out.data<T>(), mask_words(mask), grad.data<T>(), grad.numel(), p);
+}
+
+template <typename T>
+void register_for() {
+  register_kernel<kernels::DropoutKernel>("dropout", DeviceType::cpu, dtype_of<T>(),
+                                          dropout_kernel<T, dropout_fast<T>>, dropout_kernel<T, dropout_reference<T>>);
+  register_kernel<kernels::DropoutBackwardKernel>("dropout_backward", DeviceType::cpu, dtype_of<T>(),
+                                                  dropout_backward_kernel<T, masked_scale_fast<T>>,
+                                                  dropout_backward_kernel<T, masked_scale_reference<T>>);
+}
+
+}  // namespace
+
+LOOM_KERNELS(cpu_dropout) {
+  register_for<float>();
+  register_for<double>();
+}
+
+}  // namespace loom
