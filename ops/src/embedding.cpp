@@ -4,116 +4,33 @@
 // embedding_backward is linear in g; its own gradient is the lookup again,
 //   dg = embedding(gg, ids) with positions whose id is padding_idx set to 0,
 // so double backward works through the pair.
-// Determinism: the backward sorts token positions by id (a stable counting sort)
-// and each vocabulary row sums its tokens in their original order, one thread per
-// row: the same bits for any thread count, and no atomics. Each row of the [V, D]
-// result is written once (zeroed, or its first token's row then the others added):
-// no separate zero fill of the whole table first.
-#include <cstring>
-
+// CPU kernels: ops/cpu/embedding.cpp (the backward deterministic: each vocabulary
+// row sums its tokens in their original order, the same bits for any thread count).
 #include "indexing.h"
 
 namespace loom {
 
 namespace {
-
-void check_ids(std::string_view op, const Tensor& ids, int64_t vocab, int64_t padding_idx) {
+// The ids' values are checked by the kernels (they alone may read them).
+void check_padding_idx(std::string_view op, int64_t vocab, int64_t padding_idx) {
   LOOM_CHECK(padding_idx >= -1 && padding_idx < vocab,
              "{}: padding_idx {} is out of range for a vocabulary of {} (-1 means none)", op, padding_idx, vocab);
-  const int64_t* p = ids.data<int64_t>();
-  for (int64_t i = 0; i < ids.numel(); ++i)
-    LOOM_CHECK(p[i] >= 0 && p[i] < vocab, "{}: id {} is out of range for a vocabulary of {}", op, p[i], vocab);
-}
-
-template <typename T>
-void lookup_kernel(const Tensor& out, const Tensor& weight, const Tensor& ids) {
-  const int64_t n = ids.numel(), dim = weight.shape()[1];
-  const int64_t srow = weight.strides()[0], scol = weight.strides()[1];
-  const T* pw = static_cast<const T*>(weight.storage()->data()) + weight.offset();
-  const int64_t* pi = ids.data<int64_t>();
-  T* po = out.data<T>();
-#pragma omp parallel for schedule(static) if (out.numel() >= kernels::kParallelGrain && !omp_in_parallel())
-  for (int64_t t = 0; t < n; ++t) {
-    const T* row = pw + pi[t] * srow;
-    if (scol == 1) std::memcpy(po + t * dim, row, dim * sizeof(T));
-    else for (int64_t d = 0; d < dim; ++d) po[t * dim + d] = row[d * scol];
-  }
-}
-
-template <typename T>
-void reference_lookup(const Tensor& out, const Tensor& weight, const Tensor& ids) {
-  const int64_t dim = weight.shape()[1];
-  const T* pw = static_cast<const T*>(weight.storage()->data()) + weight.offset();
-  const int64_t* pi = ids.data<int64_t>();
-  T* po = out.data<T>();
-  for (int64_t t = 0; t < ids.numel(); ++t)
-    for (int64_t d = 0; d < dim; ++d) po[t * dim + d] = pw[pi[t] * weight.strides()[0] + d * weight.strides()[1]];
-}
-
-// out [V, D] (uninitialized: every row is written exactly once here), grad read as
-// [N, D] contiguous. A row with no tokens (or the padding row) is zeroed; otherwise
-// it starts as a copy of its first token's gradient row and adds the others in
-// token order. One thread owns a row, so no atomics and no thread-count dependence.
-template <typename T>
-void scatter_rows_kernel(const Tensor& out, const Tensor& grad, const Tensor& ids, int64_t padding_idx) {
-  const int64_t n = ids.numel(), vocab = out.shape()[0], dim = out.shape()[1];
-  const int64_t* pi = ids.data<int64_t>();
-  // Counting sort: first[v] .. first[v + 1] index `order`, the positions with id v, ascending.
-  std::vector<int64_t> first(vocab + 1, 0), order(n);
-  for (int64_t t = 0; t < n; ++t) ++first[pi[t] + 1];
-  for (int64_t v = 0; v < vocab; ++v) first[v + 1] += first[v];
-  std::vector<int64_t> next(first.begin(), first.end() - 1);
-  for (int64_t t = 0; t < n; ++t) order[next[pi[t]]++] = t;
-  const T* pg = grad.data<T>();
-  T* po = out.data<T>();
-#pragma omp parallel for schedule(static) if (vocab * dim >= kernels::kParallelGrain && !omp_in_parallel())
-  for (int64_t v = 0; v < vocab; ++v) {
-    T* row = po + v * dim;
-    const int64_t k0 = first[v], k1 = first[v + 1];
-    if (v == padding_idx || k0 == k1) {
-      std::memset(static_cast<void*>(row), 0, dim * sizeof(T));  // all-zero bits: 0 for every numeric T
-      continue;
-    }
-    std::memcpy(row, pg + order[k0] * dim, dim * sizeof(T));
-    for (int64_t k = k0 + 1; k < k1; ++k) {
-      const T* g = pg + order[k] * dim;
-#pragma omp simd
-      for (int64_t d = 0; d < dim; ++d) row[d] += g[d];
-    }
-  }
-}
-
-// The plain reference: tokens in order, each row added into its id's row.
-template <typename T>
-void reference_scatter_rows(const Tensor& out, const Tensor& grad, const Tensor& ids, int64_t padding_idx) {
-  const int64_t dim = out.shape()[1];
-  const int64_t* pi = ids.data<int64_t>();
-  const T* pg = grad.data<T>();
-  T* po = out.data<T>();
-  for (int64_t t = 0; t < ids.numel(); ++t)
-    if (pi[t] != padding_idx)
-      for (int64_t d = 0; d < dim; ++d) po[pi[t] * dim + d] += pg[t * dim + d];
 }
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx, Where where) {
   CallSite site(where);
-  detail::require_cpu("embedding", weight);
   LOOM_CHECK(weight.dim() == 2, "embedding: weight must be [vocabulary, dim], got shape {}", weight.shape());
   LOOM_CHECK(ids.dtype() == DType::i64, "embedding: ids must be int64, got {}", dtype_name(ids.dtype()));
   LOOM_CHECK(ids.device() == weight.device(), "embedding: weight is on {} and ids on {}", weight.device(),
              ids.device());
-  Tensor idx = detail::index_values("embedding", ids);
+  Tensor idx = detail::index_values("embedding", ids, weight);
   const int64_t vocab = weight.shape()[0];
-  check_ids("embedding", idx, vocab, padding_idx);
+  check_padding_idx("embedding", vocab, padding_idx);
   Shape out_shape = ids.shape();
   out_shape.push_back(weight.shape()[1]);
   Tensor out = Tensor::empty(out_shape, {weight.dtype(), weight.device()});
-  dispatch_all(weight.dtype(), "embedding", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (kernel_mode() == KernelMode::reference) reference_lookup<T>(out, weight, idx);
-    else lookup_kernel<T>(out, weight, idx);
-  });
+  detail::kernel_for<kernels::EmbeddingKernel>("embedding", weight)(out, weight, idx);  // checks the ids
   return record("embedding", {weight}, out, [idx, vocab, padding_idx](BackwardContext&, const Tensor& g) -> detail::Grads {
     return {embedding_backward(g, idx, vocab, padding_idx)};
   });
@@ -121,27 +38,17 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx, W
 
 Tensor embedding_backward(const Tensor& grad, const Tensor& ids, int64_t vocab_size, int64_t padding_idx, Where where) {
   CallSite site(where);
-  detail::require_cpu("embedding_backward", grad);
+  detail::check_dtype("embedding_backward", grad, detail::DTypes::numeric);
   LOOM_CHECK(ids.dtype() == DType::i64, "embedding_backward: ids must be int64, got {}", dtype_name(ids.dtype()));
   LOOM_CHECK(grad.dim() == ids.dim() + 1 && Shape(grad.shape().begin(), grad.shape().end() - 1) == ids.shape(),
              "embedding_backward: grad of shape {} must be the ids' shape {} plus one dim", grad.shape(), ids.shape());
-  Tensor idx = detail::index_values("embedding_backward", ids);
-  check_ids("embedding_backward", idx, vocab_size, padding_idx);
-  const int64_t dim = grad.shape().back();
-  Tensor out;
+  Tensor idx = detail::index_values("embedding_backward", ids, grad);
+  check_padding_idx("embedding_backward", vocab_size, padding_idx);
+  Tensor out = Tensor::empty({vocab_size, grad.shape().back()}, {grad.dtype(), grad.device()});  // every row written
   {
     NoGradGuard kernel_internals;
-    Tensor g = contiguous(grad);
-    dispatch_numeric(grad.dtype(), "embedding_backward", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if (kernel_mode() == KernelMode::reference) {
-        out = zeros({vocab_size, dim}, {grad.dtype(), grad.device()});
-        reference_scatter_rows<T>(out, g, idx, padding_idx);
-      } else {
-        out = Tensor::empty({vocab_size, dim}, {grad.dtype(), grad.device()});  // the kernel writes every row
-        scatter_rows_kernel<T>(out, g, idx, padding_idx);
-      }
-    });
+    detail::kernel_for<kernels::EmbeddingBackwardKernel>("embedding_backward", grad)(out, contiguous(grad), idx,
+                                                                                     padding_idx);
   }
   return record("embedding_backward", {grad}, out, [idx, padding_idx](BackwardContext&, const Tensor& gg) -> detail::Grads {
     Tensor rows = embedding(gg, idx, padding_idx);

@@ -2,70 +2,28 @@
 // at `index` (1-D, int64) along dim; repeated indices accumulate.
 //   out[o][index[j]][i] += source[o][j][i]
 //   dself = g            dsource = index_select(g, dim, index)
-// index_select's gradient. Deterministic: a thread owns whole output columns
-// and adds into each in index order (no atomics).
+// index_select's gradient. CPU kernels: ops/cpu/index_add.cpp (deterministic:
+// a thread owns whole output columns and adds into each in index order).
 #include "indexing.h"
 
 namespace loom {
 
-namespace {
-template <typename T>
-void index_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source) {
-  detail::DimGeometry og = detail::dim_geometry(out.shape(), out.strides(), dim);  // out is contiguous
-  const int64_t n = index.numel(), inner = og.inner;
-  const int64_t column_blocks = (inner + detail::kScatterColumns - 1) / detail::kScatterColumns;
-  const int64_t items = og.outer * column_blocks;
-  const int64_t* pi = index.data<int64_t>();
-  const T* ps = source.data<T>();
-  T* po = out.data<T>();
-#pragma omp parallel for schedule(static) if (source.numel() >= kernels::kParallelGrain && !omp_in_parallel())
-  for (int64_t item = 0; item < items; ++item) {
-    int64_t o = item / column_blocks, c0 = (item % column_blocks) * detail::kScatterColumns;
-    int64_t c1 = std::min(inner, c0 + detail::kScatterColumns);
-    for (int64_t j = 0; j < n; ++j) {
-      T* orow = po + og.outer_offset(o) + pi[j] * og.dim_stride;
-      const T* srow = ps + (o * n + j) * inner;
-#pragma omp simd
-      for (int64_t i = c0; i < c1; ++i) orow[i] += srow[i];
-    }
-  }
-}
-
-template <typename T>
-void reference_index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source) {
-  const int64_t* pi = index.data<int64_t>();
-  const T* ps = source.data<T>();
-  T* po = out.data<T>();
-  for (int64_t p = 0; p < source.numel(); ++p) {
-    Shape c = detail::coordinates(p, source.shape());
-    c[dim] = pi[c[dim]];
-    po[detail::offset_of(c, out.strides())] += ps[p];
-  }
-}
-}  // namespace
-
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Where where) {
   CallSite site(where);
   detail::check_same_kind("index_add", self, source);
-  detail::require_cpu("index_add", self);
+  detail::check_dtype("index_add", self, detail::DTypes::numeric);
   LOOM_CHECK(self.dim() >= 1, "index_add: self must have at least 1 dim, got shape {}", self.shape());
   dim = wrap_dim(dim, self.dim(), "index_add");
   LOOM_CHECK(index.dim() <= 1, "index_add: index must be 1-D, got shape {}", index.shape());
-  Tensor idx = detail::index_values("index_add", index);
+  Tensor idx = detail::index_values("index_add", index, self);
   Shape want = detail::with_dim(self.shape(), dim, idx.numel());
   LOOM_CHECK(source.shape() == want, "index_add: source of shape {} does not match self of shape {} with {} indices in dim {} (expected {})",
              source.shape(), self.shape(), idx.numel(), dim, want);
-  detail::check_index_range("index_add", idx, self.shape()[dim], dim, self.shape());
   Tensor out = Tensor::empty(self.shape(), {self.dtype(), self.device()});
   {
     NoGradGuard kernel_internals;
     copy_(out, self);
-    Tensor src = contiguous(source);
-    dispatch_numeric(self.dtype(), "index_add", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if (kernel_mode() == KernelMode::reference) reference_index_add<T>(out, dim, idx, src);
-      else index_add_kernel<T>(out, dim, idx, src);
-    });
+    detail::kernel_for<kernels::IndexAccumulateKernel>("index_add", self)(out, dim, idx, contiguous(source));
   }
   return record("index_add", {self, source}, out, [dim, idx](BackwardContext& c, const Tensor& g) -> detail::Grads {
     return {c.needs(0) ? g : Tensor(), c.needs(1) ? index_select(g, dim, idx) : Tensor()};

@@ -1,122 +1,13 @@
 // matmul(a, b): matrix product with NumPy semantics. For a [..., M, K] and
 // b [..., K, N] (batch dims broadcast):
 //   out = a @ b          da = g @ b^T,   db = a^T @ g   (each summed back to its shape)
-// Kernels: OpenBLAS sgemm/dgemm. A transposed operand is passed to BLAS as
-// transposed (no copy); batches and row (or column) blocks of each product run
-// in one OpenMP loop of single-threaded gemms.
-#include <cblas.h>
-
-#include <optional>
-
+// CPU kernels: ops/cpu/matmul.cpp (OpenBLAS gemms, transposes folded into the
+// call, beside the plain triple loop).
 #include "elementwise.h"
 
 namespace loom {
 
 namespace {
-
-// How BLAS reads one matrix operand: a row-major view or a transposed one.
-struct GemmOperand {
-  CBLAS_TRANSPOSE trans;
-  int64_t ld;
-};
-
-std::optional<GemmOperand> gemm_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= std::max<int64_t>(cols, 1)))
-    return GemmOperand{CblasNoTrans, rows == 1 ? std::max<int64_t>(cols, 1) : row_stride};
-  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= std::max<int64_t>(rows, 1)))
-    return GemmOperand{CblasTrans, cols == 1 ? std::max<int64_t>(rows, 1) : col_stride};
-  return std::nullopt;
-}
-
-template <typename T>
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-}
-
-// The plain reference: three loops per batch, reading through the strides.
-template <typename T>
-void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Shape& batch) {
-  int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[a.dim() - 1];
-  const T* pa = static_cast<const T*>(a.raw_data());
-  const T* pb = static_cast<const T*>(b.raw_data());
-  T* pc = static_cast<T*>(out.raw_data());
-  Shape a_batch_strides(a.strides().begin(), a.strides().end() - 2);
-  Shape b_batch_strides(b.strides().begin(), b.strides().end() - 2);
-  int64_t sam = a.strides()[a.dim() - 2], sak = a.strides()[a.dim() - 1];
-  int64_t sbk = b.strides()[b.dim() - 2], sbn = b.strides()[b.dim() - 1];
-  for (int64_t bi = 0; bi < shape_numel(batch); ++bi) {
-    const T* A = pa + strided_offset(bi, batch, a_batch_strides);
-    const T* B = pb + strided_offset(bi, batch, b_batch_strides);
-    T* C = pc + bi * m * n;
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        T acc = 0;
-        for (int64_t p = 0; p < k; ++p) acc += A[i * sam + p * sak] * B[p * sbk + j * sbn];
-        C[i * n + j] = acc;
-      }
-  }
-}
-
-template <typename T>
-void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
-  int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[a.dim() - 1];
-  auto layout_of = [](const Tensor& t) {
-    int64_t d = t.dim();
-    return gemm_layout(t.shape()[d - 2], t.shape()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
-  };
-  auto la = layout_of(a), lb = layout_of(b);
-  // Neither row- nor column-major (e.g. a stride-0 row): BLAS cannot read it; copy.
-  if (!la) { a = contiguous(a); la = layout_of(a); }
-  if (!lb) { b = contiguous(b); lb = layout_of(b); }
-  const T* pa = static_cast<const T*>(a.raw_data());
-  const T* pb = static_cast<const T*>(b.raw_data());
-  T* pc = static_cast<T*>(out.raw_data());
-  Shape a_batch_strides(a.strides().begin(), a.strides().end() - 2);
-  Shape b_batch_strides(b.strides().begin(), b.strides().end() - 2);
-  int64_t batches = shape_numel(batch);
-  if (batches == 0 || m == 0 || n == 0) return;
-  if (k == 0) {
-    std::fill(pc, pc + batches * m * n, T(0));
-    return;
-  }
-  // Work items are (batch, block of output rows or columns) with a block size
-  // fixed by the shape alone, each computed by a single-threaded gemm (OpenBLAS
-  // runs on one thread inside an OpenMP region). OpenBLAS's own threading splits
-  // the inner dimension differently for different thread counts, which changes
-  // the rounding; this split does not, so the bits are the same for any thread count.
-  // Blocks of up to 256 (smaller ones re-pack the other operand too often, measured),
-  // and at least two blocks from 128 up so mid-size products still use two cores.
-  const bool split_rows = m >= n;
-  const int64_t split_size = split_rows ? m : n;
-  const int64_t kBlock = std::clamp<int64_t>(((split_size + 1) / 2 + 63) / 64 * 64, 64, 256);
-  const int64_t blocks = (split_size + kBlock - 1) / kBlock;
-  const T* a_base = pa;
-  const T* b_base = pb;
-  auto work = [&](int64_t item) {
-    int64_t bi = item / blocks, block = item % blocks;
-    const T* A = a_base + strided_offset(bi, batch, a_batch_strides);
-    const T* B = b_base + strided_offset(bi, batch, b_batch_strides);
-    T* C = pc + bi * m * n;
-    int64_t start = block * kBlock, count = std::min(kBlock, split_size - start);
-    // Element (i, j) of a row-major or transposed operand with leading dim ld.
-    auto at = [](const T* base, const GemmOperand& op, int64_t i, int64_t j) {
-      return op.trans == CblasNoTrans ? base + i * op.ld + j : base + j * op.ld + i;
-    };
-    if (split_rows)
-      gemm<T>(la->trans, lb->trans, count, n, k, at(A, *la, start, 0), la->ld, B, lb->ld, C + start * n, n);
-    else
-      gemm<T>(la->trans, lb->trans, m, count, k, A, la->ld, at(B, *lb, 0, start), lb->ld, C + start, n);
-  };
-  const int64_t items = batches * blocks;
-  // Always inside a parallel region, even for one item: outside one, OpenBLAS would
-  // use its own threads and its thread-count-dependent split.
-#pragma omp parallel for schedule(static)
-  for (int64_t item = 0; item < items; ++item) work(item);
-}
 
 // The primitive: both operands have at least 2 dims.
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
@@ -136,15 +27,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     return Tensor::make_view(t, shape, kernels::broadcast_strides(t, shape), t.offset());
   };
   Tensor out = Tensor::empty(out_shape, {a.dtype(), a.device()});
-  {
-    NoGradGuard no_grad;  // copies made for BLAS are kernel internals
-    Tensor ae = expanded(a), be = expanded(b);
-    dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if (kernel_mode() == KernelMode::reference) reference_matmul<T>(out, ae, be, batch);
-      else blas_matmul<T>(out, ae, be, batch);
-    });
-  }
+  detail::kernel_for<kernels::MatmulKernel>("matmul", a)(out, expanded(a), expanded(b));
   return record("matmul", {a, b}, out, [a, b](BackwardContext& c, const Tensor& g) -> detail::Grads {
     return {c.needs(0) ? sum_to(matmul_nd(g, transpose(b, -1, -2)), c.input_shape(0)) : Tensor(),
             c.needs(1) ? sum_to(matmul_nd(transpose(a, -1, -2), g), c.input_shape(1)) : Tensor()};
@@ -156,7 +39,6 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b, Where where) {
   CallSite site(where);
   detail::check_same_kind("matmul", a, b);
-  detail::require_cpu("matmul", a);
   LOOM_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got shapes {} and {}",
              a.shape(), b.shape());
   LOOM_CHECK(is_floating(a.dtype()), "matmul: expected float32 or float64, got {}", dtype_name(a.dtype()));

@@ -96,4 +96,26 @@ using DropoutKernel = void (*)(const Tensor& out, const Tensor& mask, const Tens
 // out = keep * grad / (1 - p), keep read from mask.
 using DropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, const Tensor& mask, double p);
 
+// ---- matmul and indexing (ops/cpu/matmul.cpp, gather.cpp, index_select.cpp, index_add.cpp,
+//      scatter_add.cpp, embedding.cpp) ----
+// out [batch..., M, N] = a @ b per batch; a [batch..., M, K] and b [batch..., K, N]
+// are views already broadcast to out's batch dims (stride 0 where broadcast).
+using MatmulKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
+// gather, index_select: out = x's elements picked along `dim` by `index` (contiguous
+// int64; gather: out's shape, index_select: 1-D). The kernel checks every index
+// against x.size(dim) before it writes and throws an Error naming the op and the index.
+using IndexReadKernel = void (*)(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
+// scatter_add, index_add: out (contiguous, holding self's values) += src at `index`
+// along `dim` (index contiguous int64: scatter_add src's shape, index_add 1-D; src
+// contiguous); repeated indices accumulate in index order. Index checks as above.
+using IndexAccumulateKernel = void (*)(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// embedding: out [..., D] = weight [V, D] rows at ids (contiguous int64, any shape).
+// Every id is checked against V first ("<op>: id 9 is out of range for a vocabulary of 8").
+using EmbeddingKernel = void (*)(const Tensor& out, const Tensor& weight, const Tensor& ids);
+// embedding_backward: out [V, D] (uninitialized: the kernel writes every row) = the
+// sum of grad's rows (grad contiguous, read as [ids.numel(), D]) per id; row
+// padding_idx (-1: none) stays 0. Ids checked as for embedding.
+using EmbeddingBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, const Tensor& ids,
+                                         int64_t padding_idx);
+
 }  // namespace loom::kernels
