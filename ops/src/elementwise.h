@@ -3,8 +3,6 @@
 // the kernel table (the kernels live in ops/cpu, and in cuda/ for the GPU).
 #include "loom/autograd.h"
 #include "loom/kernel_table.h"
-#include "loom/kernels/functors.h"
-#include "loom/kernels/loops.h"
 #include "loom/kernels/signatures.h"
 #include "loom/ops/shape_rules.h"
 #include "loom/ops.h"
@@ -13,11 +11,6 @@
 namespace loom::detail {
 
 using Grads = std::vector<Tensor>;
-
-// Ops on CPU only until cuda/ registers kernels; the error says so plainly.
-inline void require_cpu(std::string_view op, const Tensor& t) {
-  LOOM_CHECK(t.device().is_cpu(), "{}: no kernel for device {} in this build", op, t.device());
-}
 
 const void* link_every_registration();  // generated: refers to every LOOM_OP and LOOM_KERNELS
 

@@ -8,6 +8,8 @@
 
 namespace loom {
 
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+
 Tensor gelu(const Tensor& x, Where where) {
   CallSite site(where);
   Tensor out = detail::unary_op("gelu", x, detail::DTypes::floating);
@@ -27,7 +29,7 @@ Tensor gelu_backward(const Tensor& x, const Tensor& grad, Where where) {
     Tensor gx, gg;
     if (c.needs(0)) {
       Tensor x2 = mul(x, x);
-      Tensor pdf = mul(exp(mul(x2, detail::constant_like(x, -0.5))), detail::constant_like(x, fn::kInvSqrt2Pi));
+      Tensor pdf = mul(exp(mul(x2, detail::constant_like(x, -0.5))), detail::constant_like(x, kInvSqrt2Pi));
       Tensor second = mul(pdf, sub(detail::constant_like(x, 2.0), x2));
       gx = sum_to(mul(mul(g, grad), second), c.input_shape(0));
     }

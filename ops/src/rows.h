@@ -4,11 +4,6 @@
 // live in ops/cpu (row_loops.h, row_sums.h, row_mask.h, short_rows.h).
 #include "elementwise.h"
 
-// Transitional: op files not yet split still run their CPU loops inline.
-#include "row_mask.h"
-#include "row_sums.h"
-#include "short_rows.h"
-
 namespace loom::detail {
 
 // x as dense row-major memory, outside autograd: row kernels take dense rows.
