@@ -5,6 +5,7 @@
 #include "loom/kernel_table.h"
 #include "loom/kernels/reduce.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 
 namespace loom {
 
@@ -60,10 +61,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_argmax) {
-  register_for<float>();
-  register_for<double>();
-  register_for<int32_t>();
-  register_for<int64_t>();
+  kernels::for_each_type(kernels::NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

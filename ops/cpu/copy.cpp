@@ -4,6 +4,7 @@
 #include "loom/kernels/functors.h"
 #include "loom/kernels/loops.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 
 namespace loom {
 
@@ -25,11 +26,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_copy) {
-  register_for<float>();
-  register_for<double>();
-  register_for<int32_t>();
-  register_for<int64_t>();
-  register_for<bool>();
+  kernels::for_each_type(kernels::AllTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

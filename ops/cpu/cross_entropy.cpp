@@ -7,6 +7,7 @@
 
 #include "loom/kernel_table.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 #include "row_sums.h"
 
 namespace loom {
@@ -157,8 +158,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_cross_entropy) {
-  register_for<float>();
-  register_for<double>();
+  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -9,6 +9,7 @@
 #include "loom/kernel_table.h"
 #include "loom/kernels/loops.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 #include "loom/philox.h"
 #include "loom/philox_batch.h"
 
@@ -133,8 +134,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_dropout) {
-  register_for<float>();
-  register_for<double>();
+  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -7,6 +7,7 @@
 #include "loom/kernels/functors.h"
 #include "loom/kernels/loops.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 
 namespace loom {
 
@@ -54,33 +55,32 @@ void where_reference(const Tensor& out, const Tensor& c, const Tensor& a, const 
   kernels::reference_ternary<bool, T, T>(out, c, a, b, fn::Select{});
 }
 
-template <typename... Ts>
-struct Types {};
-using Floating = Types<float, double>;
-using Numeric = Types<float, double, int32_t, int64_t>;
-using All = Types<float, double, int32_t, int64_t, bool>;
+using kernels::TypeList;
+using Floating = kernels::FloatingTypes;
+using Numeric = kernels::NumericTypes;
+using All = kernels::AllTypes;
 
 // op's kernels for each dtype of the list: Fast (and Reference, default the same math).
 template <typename F, typename Reference = F, typename... Ts>
-void unary(std::string_view op, Types<Ts...>) {
+void unary(std::string_view op, TypeList<Ts...>) {
   (register_kernel<kernels::UnaryKernel>(op, DeviceType::cpu, dtype_of<Ts>(), unary_fast<Ts, F>,
                                          unary_reference<Ts, Reference>),
    ...);
 }
 template <typename F, typename Reference = F, typename... Ts>
-void binary(std::string_view op, Types<Ts...>) {
+void binary(std::string_view op, TypeList<Ts...>) {
   (register_kernel<kernels::BinaryKernel>(op, DeviceType::cpu, dtype_of<Ts>(), binary_fast<Ts, Ts, F>,
                                           binary_reference<Ts, Ts, Reference>),
    ...);
 }
 template <typename F, typename... Ts>
-void compare(std::string_view op, Types<Ts...>) {
+void compare(std::string_view op, TypeList<Ts...>) {
   (register_kernel<kernels::BinaryKernel>(op, DeviceType::cpu, dtype_of<Ts>(), binary_fast<Ts, bool, F>,
                                           binary_reference<Ts, bool, F>),
    ...);
 }
 template <typename... Ts>
-void where(Types<Ts...>) {
+void where(TypeList<Ts...>) {
   (register_kernel<kernels::TernaryKernel>("where", DeviceType::cpu, dtype_of<Ts>(), where_fast<Ts>,
                                            where_reference<Ts>),
    ...);
@@ -104,7 +104,7 @@ LOOM_KERNELS(cpu_elementwise) {
   unary<fn::PowScalar>("pow", Floating{});
   register_kernel<kernels::UnaryKernel>("gelu", DeviceType::cpu, DType::f32, gelu_float_fast,
                                         unary_reference<float, fn::GeluReference>);
-  unary<fn::Gelu, fn::GeluReference>("gelu", Types<double>{});
+  unary<fn::Gelu, fn::GeluReference>("gelu", TypeList<double>{});
 
   binary<fn::Add>("add", Numeric{});
   binary<fn::Sub>("sub", Numeric{});

@@ -1,6 +1,7 @@
 // CPU kernel of arange (ops/src/factory.cpp): out[i] = i, one loop (it is its own reference).
 #include "loom/kernel_table.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 
 namespace loom {
 
@@ -18,10 +19,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_arange) {
-  register_for<float>();
-  register_for<double>();
-  register_for<int32_t>();
-  register_for<int64_t>();
+  kernels::for_each_type(kernels::NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

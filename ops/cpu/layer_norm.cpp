@@ -10,6 +10,7 @@
 
 #include "loom/kernel_table.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 #include "loom/kernels/span_sum.h"
 #include "row_loops.h"
 
@@ -251,8 +252,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_layer_norm) {
-  register_for<float>();
-  register_for<double>();
+  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -4,6 +4,7 @@
 
 #include "loom/kernel_table.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 #include "short_rows.h"
 
 namespace loom {
@@ -139,8 +140,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_log_softmax) {
-  register_for<float>();
-  register_for<double>();
+  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

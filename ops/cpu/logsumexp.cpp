@@ -6,6 +6,7 @@
 #include "loom/kernel_table.h"
 #include "loom/kernels/reduce.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 
 namespace loom {
 
@@ -65,8 +66,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_logsumexp) {
-  register_for<float>();
-  register_for<double>();
+  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

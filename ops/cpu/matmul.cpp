@@ -11,6 +11,7 @@
 #include "loom/autograd.h"
 #include "loom/kernel_table.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 #include "loom/ops.h"
 
 namespace loom {
@@ -146,8 +147,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_matmul) {
-  register_for<float>();
-  register_for<double>();
+  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -3,6 +3,7 @@
 #include "loom/kernel_table.h"
 #include "loom/kernels/reduce.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 #include "loom/kernels/span_sum.h"
 
 namespace loom {
@@ -69,10 +70,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_sum) {
-  register_for<float>();
-  register_for<double>();
-  register_for<int32_t>();
-  register_for<int64_t>();
+  kernels::for_each_type(kernels::NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

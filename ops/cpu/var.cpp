@@ -4,6 +4,7 @@
 #include "loom/kernel_table.h"
 #include "loom/kernels/reduce.h"
 #include "loom/kernels/signatures.h"
+#include "type_lists.h"
 
 namespace loom {
 
@@ -42,8 +43,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_var) {
-  register_for<float>();
-  register_for<double>();
+  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom
