@@ -65,21 +65,13 @@ TEST_CASE("the gradient check refuses non-float64 inputs") {
 namespace {
 // A device with memory and copies but no kernels (what a new backend is before
 // its kernels are registered).
-class KernelLessAllocator final : public CachingAllocator {
- public:
-  ~KernelLessAllocator() override { empty_cache(); }
-
- protected:
-  void* system_allocate(size_t bytes) override { return std::aligned_alloc(64, bytes); }
-  void system_free(void* ptr) override { std::free(ptr); }
-};
 class KernelLessBackend final : public HostBackend {
  public:
   Allocator& allocator(int) override { return allocator_; }
   bool host_accessible() const override { return false; }
 
  private:
-  KernelLessAllocator allocator_;
+  HostCachingAllocator allocator_;
 };
 }  // namespace
 

@@ -92,20 +92,13 @@ void CachingAllocator::release_cached() {
 
 namespace {
 
-class CpuAllocator final : public CachingAllocator {
- protected:
-  // 64-byte alignment: a cache line, and enough for any AVX-512 load.
-  void* system_allocate(size_t bytes) override { return std::aligned_alloc(64, bytes); }
-  void system_free(void* ptr) override { std::free(ptr); }
-};
-
 class CpuBackend final : public HostBackend {
  public:
   Allocator& allocator(int) override { return allocator_; }
   bool host_accessible() const override { return true; }
 
  private:
-  CpuAllocator allocator_;
+  HostCachingAllocator allocator_;
 };
 
 struct BackendTable {
@@ -137,6 +130,9 @@ bool has_backend(DeviceType type) { return table().backends[static_cast<int>(typ
 void register_backend(DeviceType type, Backend* b) { table().backends[static_cast<int>(type)] = b; }
 
 Allocator& allocator(Device device) { return backend(device.type).allocator(device.index); }
+
+void* HostCachingAllocator::system_allocate(size_t bytes) { return std::aligned_alloc(64, bytes); }
+void HostCachingAllocator::system_free(void* ptr) { std::free(ptr); }
 
 void HostBackend::copy(void* dst, Device, const void* src, Device, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);

@@ -61,4 +61,15 @@ class CachingAllocator : public Allocator {
   AllocatorStats stats_;
 };
 
+// The caching policy over 64-byte-aligned host memory (a cache line, and enough
+// for any AVX-512 load): the CPU's allocator, and the stand-in device's.
+class HostCachingAllocator final : public CachingAllocator {
+ public:
+  ~HostCachingAllocator() override { empty_cache(); }
+
+ protected:
+  void* system_allocate(size_t bytes) override;
+  void system_free(void* ptr) override;
+};
+
 }  // namespace loom
