@@ -3,7 +3,7 @@
 
 usage: join.py LOOM_JSON [TORCH_JSON]
 Plain Python (no torch needed). Rates use loom's work counts (flops or minimal
-bytes, see tools/bench_command.cpp) for both tools.
+bytes, stated by each op's registration, ops/src/<op>.cpp) for both tools.
 """
 import json
 import sys

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Times loom's ops and PyTorch's on the Transformer's shapes in one run and prints
-# one joined table (see tools/bench_command.cpp for the method and formulas).
+# one joined table (the method: tools/bench_command.cpp; the cases and their work
+# formulas: the op registrations, OpInfo::bench in ops/src/<op>.cpp).
 #   bench/ops.sh                       2 threads, 0.3 s per case and direction
 #   bench/ops.sh --threads 1 --seconds 1 --filter matmul
 # Environment: LOOM (the loom binary, default build/tools/loom), TORCH_PYTHON
@@ -15,7 +16,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
     --filter) filter="$2"; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "bench/ops.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

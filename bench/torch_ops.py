@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The cases of `loom bench ops`, timed in PyTorch (float32, CPU).
 
-Same names (the join key), shapes and timing method as tools/bench_command.cpp:
+Same names (the join key) and shapes as the op registrations' benchmark cases
+(OpInfo::bench in ops/src/<op>.cpp), same timing method as tools/bench_command.cpp:
 per case and direction, warm-up calls (at least one, then until 20% of --seconds
 is spent), then timed calls until --seconds is spent and at least 3 were made;
 the median is reported.

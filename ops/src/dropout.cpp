@@ -83,6 +83,14 @@ LOOM_OP(dropout){
                 {{{{3, 9}}}, [](const OpArgs& x) { return dropout_fixed(x[0], 0.7); }, "p=0.7",
                  [](const OpArgs& x) { return mul(x[0], dropout_fixed(ones_like(x[0]), 0.7)); }}},
     .composed = [](const OpArgs& x) { return mul(x[0], dropout_fixed(ones_like(x[0]), 0.3)); },
+    // Mask generation included; a new mask per call, as in training.
+    .bench = {{.label = "dropout p=0.1 1536x2048",
+               .inputs = {{{bench::rows, 2048}}},
+               .call = [](const OpArgs& x) { return dropout(x[0], 0.1, true, default_generator()); },
+               .forward_work = 2 * bench::rows * 2048.0 * bench::f32_bytes + bench::rows * 2048.0 / 8,
+               .backward_work = 2 * bench::rows * 2048.0 * bench::f32_bytes + bench::rows * 2048.0 / 8,
+               .formula = "fwd 4*2n + n/8; bwd 4*2n + n/8 (loom writes then reads an n/8-byte bitmask; "
+                          "torch moves an n-byte mask)"}},
 };
 
 // Samples: a random bitmask over a partial last word (28 elements) and over two

@@ -78,6 +78,13 @@ LOOM_OP(embedding){
                    return embedding(x[0] * row_mask, x[1], 1);
                  },
                  "padding_idx=1, row held at 0"}},
+    .bench = {{.label = "embedding 8000x512 [64x24 ids]",
+               .inputs = {{{bench::vocab, 512}}, {{bench::sentences, bench::tokens}, DType::i64, bench::vocab}},
+               .forward_work = bench::rows * (bench::id_bytes + 2 * 512 * bench::f32_bytes),
+               .backward_work = bench::rows * (bench::id_bytes + 512 * bench::f32_bytes) +
+                                bench::vocab * 512 * bench::f32_bytes,
+               .formula = "fwd 8*ids + 4*2*ids*D (ids, rows read -> rows written); bwd 8*ids + 4*ids*D + "
+                          "4*V*D (G, ids -> the dense [V, D] table)"}},
 };
 
 LOOM_OP(embedding_backward){

@@ -42,6 +42,7 @@ LOOM_OP(gelu){
     .name = "gelu",
     .call = [](const OpArgs& x) { return gelu(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
+    .bench = {bench::ffn_activation("gelu")},
 };
 
 LOOM_OP(gelu_backward){
