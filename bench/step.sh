@@ -24,6 +24,7 @@ loom, torch = (json.load(open(p)) for p in sys.argv[1:3])
 assert loom["parameters"] == torch["parameters"], "the two models differ in size"
 print(f"torch / loom step time: {torch['median_s'] / loom['median_s']:.2f} (median), "
       f"{torch['min_s'] / loom['min_s']:.2f} (min); >1: loom faster")
+print(f"peak RSS: loom {loom['peak_rss_mb']:.0f} MB, torch {torch['peak_rss_mb']:.0f} MB")
 PY
 else
   echo "bench/step.sh: PyTorch not installed for $torch_python (scripts/setup --bench); loom only"

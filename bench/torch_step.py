@@ -9,6 +9,7 @@ label-smoothed cross-entropy (0.1, ignore_index = pad 0), Adam (0.9, 0.98, 1e-9)
 """
 import argparse
 import json
+import resource
 import math
 import time
 
@@ -89,12 +90,14 @@ def main():
             times.append(time.perf_counter() - t0)
     times.sort()
     median, best = times[len(times) // 2], times[0]
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(f"step: median {median * 1e3:.1f} ms, min {best * 1e3:.1f} ms "
           f"({a.batch * a.tgt_len / median:.0f} target tokens/s at the median); last loss {value:.4f}")
+    print(f"memory: peak RSS {peak_rss_mb:.0f} MB")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"tool": "torch", "preset": a.preset, "threads": a.threads, "parameters": params,
-                       "median_s": median, "min_s": best, "steps": a.steps}, f, indent=2)
+                       "median_s": median, "min_s": best, "steps": a.steps, "peak_rss_mb": peak_rss_mb}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,15 @@
 // random batch. bench/step.sh runs the same model in PyTorch (bench/torch_step.py)
 // with the same thread count and prints both.
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "loom/backend.h"
 #include "loom/models.h"
 #include "loom/ops.h"
 #include "loom/optim.h"
@@ -66,11 +69,18 @@ void run_bench_step(const StepOptions& opt) {
   const double tokens = static_cast<double>(opt.batch * opt.tgt_len);
   fmt::print("step: median {:.1f} ms, min {:.1f} ms ({:.0f} target tokens/s at the median); last loss {:.4f}\n",
              median * 1e3, best * 1e3, tokens / median, loss_value);
+  // Peak tensor memory (the caching allocator's high-water mark) and the process's peak RSS.
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux: KiB
+  const double peak_tensors_mb = static_cast<double>(allocator(kCPU).stats().peak_bytes_in_use) / (1024.0 * 1024.0);
+  fmt::print("memory: peak RSS {:.0f} MB, peak tensor memory in use {:.0f} MiB\n", peak_rss_mb, peak_tensors_mb);
   if (!opt.json.empty()) {
     nlohmann::json out = {{"tool", "loom"},          {"preset", opt.preset},      {"threads", opt.threads},
                           {"batch", opt.batch},      {"src_len", opt.src_len},    {"tgt_len", opt.tgt_len},
                           {"vocab", opt.vocab},      {"parameters", model.parameter_count()},
-                          {"median_s", median},      {"min_s", best},             {"steps", opt.steps}};
+                          {"median_s", median},      {"min_s", best},             {"steps", opt.steps},
+                          {"peak_rss_mb", peak_rss_mb}, {"peak_tensor_mib", peak_tensors_mb}};
     std::ofstream f(opt.json);
     LOOM_CHECK(f.good(), "bench step: cannot write {}", opt.json);
     f << out.dump(2) << "\n";
