@@ -21,14 +21,22 @@ int error(const std::string& message, int code) {
   return code;
 }
 
-// CLI11 would say "The following arguments were not expected: trian"; empty when `name` is a command.
-std::string unknown_command(const CLI::App& app, const std::string& name) {
-  std::string known;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+std::string command_names(const CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  return names;
+}
+
+// CLI11 would say "The following arguments were not expected: trian" or "A
+// subcommand is required"; empty when argv names a command.
+std::string missing_or_unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return fmt::format("no command given (the commands are {}; see `loom --help`)", command_names(app));
+  const std::string name = argv[1];
+  if (name[0] == '-') return "";  // --help
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     if (sub->check_name(name)) return "";
-    known += (known.empty() ? "" : ", ") + sub->get_name();
-  }
-  return fmt::format("unknown command '{}' (the commands are {}; see `loom --help`)", name, known);
+  return fmt::format("unknown command '{}' (the commands are {}; see `loom --help`)", name, command_names(app));
 }
 
 }  // namespace
@@ -42,8 +50,7 @@ int main(int argc, char** argv) {
     loom::tools::add_bench_command(app, exit_code);
     loom::tools::add_train_command(app);
     loom::tools::add_translate_commands(app);
-    if (argc > 1 && argv[1][0] != '-')
-      if (std::string unknown = unknown_command(app, argv[1]); !unknown.empty()) return error(unknown, 2);
+    if (std::string message = missing_or_unknown_command(app, argc, argv); !message.empty()) return error(message, 2);
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help
     return app.exit(e);

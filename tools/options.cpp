@@ -20,7 +20,7 @@ CLI::Validator in_range(double lo, double hi, bool below_hi) {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
         if (text.empty() || end != text.c_str() + text.size() || std::isnan(value))
-          return fmt::format("must be a number {}, got '{}'", expected, text);
+          return fmt::format("must be a number, {}; got '{}'", expected, text);
         if (value < lo || value > hi || (below_hi && value == hi))
           return fmt::format("must be {}, got {}", expected, text);
         return "";

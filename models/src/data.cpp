@@ -76,12 +76,17 @@ void Vocabulary::train(const std::vector<std::string>& sentences, const std::str
                            " --model_type=unigram --character_coverage=1.0 --pad_id=0 --unk_id=1 --bos_id=2"
                            " --eos_id=3 --input_sentence_size=0 --shuffle_input_sentence=false"
                            " --num_threads=1 --minloglevel=2";
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &iterator);
-  if (!status.ok()) {
+  auto give_up = [&](const std::string& why) {
     std::remove((temporary + ".vocab").c_str());
     std::remove((temporary + ".model").c_str());
-    fail("Vocabulary::train: SentencePiece failed for '{}.model': {}", prefix, status.ToString());
-  }
+    fail("Vocabulary::train: cannot write '{}.model': {}", prefix, why);
+  };
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &iterator);
+  if (!status.ok()) give_up("SentencePiece failed: " + status.ToString());
+  // SentencePiece does not check its writes: a full disk leaves a truncated
+  // model and an OK status. Reading it back is the check.
+  if (!sentencepiece::SentencePieceProcessor().Load(temporary + ".model").ok())
+    give_up(fmt::format("the written file does not read back (disk full?): {}", std::strerror(errno)));
   commit_file(temporary + ".vocab", prefix + ".vocab");
   commit_file(temporary + ".model", prefix + ".model");  // last: its presence means the vocabulary is whole
 }
