@@ -146,9 +146,9 @@ void run_train(const TrainOptions& o) {
 
   const std::vector<Tensor> params = model.parameters();
   // A diverged run stops before it reaches the checkpoint: the last good one stays.
-  std::string last_saved = "no checkpoint was written";
+  std::string last_saved = fmt::format("'{}' is left as it was", checkpoint);
   auto diverged = [&](const std::string& what, int64_t step, double value, double lr) {
-    fail("train: {} is {} at step {} (learning rate {:.3g}); stopped without saving ({})", what, value, step, lr,
+    fail("train: {} is {} at step {} (learning rate {:.3g}); stopped without saving: {}", what, value, step, lr,
          last_saved);
   };
   int64_t step = 0;
