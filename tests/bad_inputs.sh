@@ -72,12 +72,15 @@ expect 2 "--beam: must be at least 1 and at most 1000, got 5000" "${translate[@]
 expect 2 "--batch: must be at least 1 and at most 10000, got 0" "${translate[@]}" --batch 0
 expect 2 "--extra-len: must be at least 0 and at most 1048576, got -1" "${translate[@]}" --extra-len -1
 expect 2 "--threads: must be at least 1 and at most 1024, got 0" "$loom" bench step --threads 0
+expect 2 "gradcheck: no op named 'nosuchop' (see \`loom gradcheck --list\`)" "$loom" gradcheck nosuchop
 unchanged "a refused command line"
 
 # ---- train: files and folders ----
 touch "$dir/a_file"
 expect 1 "train: --out '$dir/a_file' exists and is not a folder" "$loom" train --data "$dir" --out "$dir/a_file"
 expect 1 "train: cannot create the --out folder '/proc/loom-run'" "$loom" train --data "$dir" --out /proc/loom-run
+long_name=$(printf 'a%.0s' {1..300})  # a std::filesystem_error (ENAMETOOLONG), caught like every exception
+expect 1 "loom: error: File name too long: '$long_name/train.de'" "$loom" train --data "$long_name" --out "$dir/x"
 expect 1 "train: --max-tokens 64 must exceed --max-len 64" "${train[@]}" --max-tokens 64 --max-len 64
 mkdir -p "$dir/empty_val" "$dir/blank" "$dir/cr"
 cp "$dir"/train.* "$dir/empty_val/"; : > "$dir/empty_val/val.de"; : > "$dir/empty_val/val.en"
