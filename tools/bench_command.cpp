@@ -243,22 +243,23 @@ std::vector<Case> all_cases() {
   for (int64_t d : {512, 256}) {
     int64_t ff = 4 * d;
     std::vector<std::pair<int64_t, int64_t>> kn = {{d, d}, {d, ff}, {ff, d}, {d, V}};
+    // k = k, n = n below: clang cannot capture structured bindings in a function with OpenMP.
     for (auto [k, n] : kn) {
       Case c = matmul_case(N, k, n, false, false);
-      c.raw_sgemm = [=] { return raw_gemm(N, n, k, false, false); };
+      c.raw_sgemm = [=, k = k, n = n] { return raw_gemm(N, n, k, false, false); };
       cases.push_back(std::move(c));
     }
     if (d != 512) continue;
     // weight gradients x^T @ g: [k, N]^T @ [N, n]
     for (auto [k, n] : kn) {
       Case c = matmul_case(k, N, n, true, false);
-      c.raw_sgemm = [=] { return raw_gemm(k, n, N, true, false); };
+      c.raw_sgemm = [=, k = k, n = n] { return raw_gemm(k, n, N, true, false); };
       cases.push_back(std::move(c));
     }
     // Linear with an [out, in] weight: x @ W^T
     for (auto [k, n] : kn) {
       Case c = matmul_case(N, k, n, false, true);
-      c.raw_sgemm = [=] { return raw_gemm(N, n, k, false, true); };
+      c.raw_sgemm = [=, k = k, n = n] { return raw_gemm(N, n, k, false, true); };
       cases.push_back(std::move(c));
     }
   }

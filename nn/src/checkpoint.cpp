@@ -117,7 +117,9 @@ TensorFile load_safetensors(const std::string& path) {
     uint64_t begin, end;
   };
   std::vector<Entry> entries;
-  for (const auto& [name, spec] : header.items()) {
+  for (const auto& item : header.items()) {  // not a structured binding: `bad` captures the name (clang + OpenMP)
+    const std::string& name = item.key();
+    const json& spec = item.value();
     if (name == "__metadata__") {
       LOOM_CHECK(spec.is_object(), "load_safetensors '{}': __metadata__ must be an object of strings", path);
       for (const auto& [key, value] : spec.items()) {
