@@ -21,22 +21,18 @@ int error(const std::string& message, int code) {
   return code;
 }
 
-std::string command_names(const CLI::App& app) {
-  std::string names;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-    names += (names.empty() ? "" : ", ") + sub->get_name();
-  return names;
-}
-
 // CLI11 would say "The following arguments were not expected: trian" or "A
-// subcommand is required"; empty when argv names a command.
+// subcommand is required"; empty when argv names a command (or asks for --help).
 std::string missing_or_unknown_command(const CLI::App& app, int argc, char** argv) {
-  if (argc < 2) return fmt::format("no command given (the commands are {}; see `loom --help`)", command_names(app));
-  const std::string name = argv[1];
-  if (name[0] == '-') return "";  // --help
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
-    if (sub->check_name(name)) return "";
-  return fmt::format("unknown command '{}' (the commands are {}; see `loom --help`)", name, command_names(app));
+  const std::string name = argc > 1 ? argv[1] : "";
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (!name.empty() && sub->check_name(name)) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  if (name.empty()) return fmt::format("no command given (the commands are {}; see `loom --help`)", names);
+  if (name[0] == '-') return "";
+  return fmt::format("unknown command '{}' (the commands are {}; see `loom --help`)", name, names);
 }
 
 }  // namespace
@@ -66,6 +62,8 @@ int main(int argc, char** argv) {
                  "(a smaller --beam, --batch or --max-tokens asks for less)", 1);
   } catch (const std::exception& e) {
     return error(e.what(), 1);
+  } catch (...) {  // not even a std::exception: still one line, never an abort
+    return error("an unknown exception stopped the command", 1);
   }
   return exit_code;
 }

@@ -53,12 +53,13 @@ struct Split {
 Split read_split(const TrainOptions& o, const std::string& name) {
   Split s{name, corpus_file(o.data, name, o.src), corpus_file(o.data, name, o.tgt), {}};
   s.corpus = models::read_parallel(s.src_path, s.tgt_path);
-  for (const auto* side : {&s.src_path, &s.tgt_path}) {
-    const auto& lines = side == &s.src_path ? s.corpus.src : s.corpus.tgt;
-    LOOM_CHECK(!lines.empty(), "train: the {} split '{}' is empty", name, *side);
+  auto check = [&](const std::vector<std::string>& lines, const std::string& path) {
+    LOOM_CHECK(!lines.empty(), "train: the {} split '{}' is empty", name, path);
     LOOM_CHECK(!std::all_of(lines.begin(), lines.end(), models::is_blank),
-               "train: the {} split '{}' has {} lines, all blank", name, *side, lines.size());
-  }
+               "train: the {} split '{}' has {} lines, all blank", name, path, lines.size());
+  };
+  check(s.corpus.src, s.src_path);
+  check(s.corpus.tgt, s.tgt_path);
   return s;
 }
 
