@@ -7,24 +7,11 @@ set -euo pipefail
 loom="$1"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "cli_translate: $*" >&2; exit 1; }
+test_name=cli_translate
+source "$(dirname "$0")/cli_lib.sh"
 
-# A toy "language pair": each source word maps to a target word, order kept.
-python_free_corpus() {  # split, count
-  local words_de=(Hund Katze Mann Frau Kind Ball Haus Baum läuft sitzt spielt rot blau groß klein)
-  local words_en=(dog cat man woman child ball house tree runs sits plays red blue big small)
-  : > "$dir/$1.de"; : > "$dir/$1.en"
-  for ((i = 0; i < $2; i++)); do
-    local de="" en=""
-    for ((k = 0; k < 3 + i % 5; k++)); do
-      local w=$(((i * 7 + k * 3) % 15))
-      de+="${words_de[$w]} "; en+="${words_en[$w]} "
-    done
-    echo "${de% }" >> "$dir/$1.de"; echo "${en% }" >> "$dir/$1.en"
-  done
-}
-python_free_corpus train 400
-python_free_corpus val 20
+make_corpus train 400
+make_corpus val 20
 gzip "$dir/train.de"  # one side compressed: both forms are read
 
 "$loom" train --data "$dir" --out "$dir/run" --preset tiny --vocab 60 --max-steps 12 --log-every 4 \

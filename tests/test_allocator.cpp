@@ -91,3 +91,21 @@ TEST_CASE("varying shapes reuse cached blocks up to twice their size: the cache 
   small = Tensor();
   cpu.empty_cache();
 }
+
+TEST_CASE("shapes that only grow do not grow the cache without bound: it stays within twice the peak") {
+  Allocator& cpu = allocator(kCPU);
+  cpu.empty_cache();
+  cpu.reset_peak();
+  // Like decoding one position more per step: no block freed so far fits the next request.
+  size_t most_cached = 0, sum_of_blocks = 0;
+  for (int64_t mib = 1; mib <= 40; ++mib) {
+    Tensor step = Tensor::empty({mib << 18}, {f32});
+    sum_of_blocks += allocator_size_class(static_cast<size_t>(mib) << 20);
+    step = Tensor();
+    most_cached = std::max(most_cached, cpu.stats().bytes_cached);
+  }
+  const size_t limit = std::max(2 * cpu.stats().peak_bytes_in_use, CachingAllocator::kMinCacheLimit);
+  CHECK(sum_of_blocks > 4 * limit);  // what an unbounded cache would have held
+  CHECK(most_cached <= limit);
+  cpu.empty_cache();
+}

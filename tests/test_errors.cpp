@@ -30,6 +30,17 @@ TEST_CASE("shape errors name the op and both shapes") {
   CHECK_ERROR(from_vector<float>({1, 2, 3}, {2, 2}), "from_vector: 3 values do not fill shape [2, 2]");
 }
 
+TEST_CASE("sizes whose product overflows 64 bits are errors, not small buffers") {
+  const int64_t big = int64_t{1} << 32, huge = (int64_t{1} << 62) + 1;
+  CHECK_ERROR(zeros({big, big}), "shape [4294967296, 4294967296] has more elements than a 64-bit count holds");
+  CHECK_ERROR(zeros({huge, 4}), "has more elements than a 64-bit count holds");
+  // Elements that fit, bytes that do not.
+  CHECK_ERROR(zeros({int64_t{1} << 62}, {f64}), "empty: shape [4611686018427387904] of float64 needs more bytes");
+  // A zero size makes an empty tensor, but its strides still need the rest to fit.
+  CHECK(zeros({0, big}).numel() == 0);
+  CHECK_ERROR(zeros({0, big, big}), "more elements than a 64-bit count holds");
+}
+
 TEST_CASE("dtypes never mix silently") {
   CHECK_ERROR(zeros({2}, {f32}) + zeros({2}, {f64}), "add: operands have different dtypes (float32 of shape [2] and float64 of shape [2])");
   CHECK_ERROR(matmul(zeros({2, 2}, {i64}), zeros({2, 2}, {i64})), "matmul: expected float32 or float64, got int64");

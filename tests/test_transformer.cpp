@@ -98,6 +98,37 @@ TEST_CASE("configuration: JSON round trip, presets by name, errors name the fiel
         "TransformerConfig: d_model 64 must be a positive multiple of heads 3 (d_ff 256)");
 }
 
+TEST_CASE("configuration: every field has a range, and the whole model a size bound, checked before building") {
+  auto error_with = [](auto change) {
+    TransformerConfig c = presets::tiny(100);
+    change(c);
+    return error_of([&] { c.validate(); });
+  };
+  CHECK(error_with([](TransformerConfig& c) { c.max_len = int64_t{1} << 62; }) ==
+        "TransformerConfig: max_len must be between 1 and 1048576, got 4611686018427387904");
+  CHECK(error_with([](TransformerConfig& c) { c.encoder_layers = 100000; }) ==
+        "TransformerConfig: encoder_layers must be between 1 and 1000, got 100000");
+  CHECK(error_with([](TransformerConfig& c) { c.heads = 128; }) ==
+        "TransformerConfig: heads must be between 1 and 64, got 128");
+  CHECK(error_with([](TransformerConfig& c) { c.layer_norm_eps = 0; }) ==
+        "TransformerConfig: layer_norm_eps must be above 0 and at most 1, got 0");
+  CHECK(error_with([](TransformerConfig& c) { c.layer_norm_eps = std::nan(""); }).find("layer_norm_eps") !=
+        std::string::npos);
+  CHECK(error_with([](TransformerConfig& c) { c.dropout = std::nan(""); }).find("dropout must be") != std::string::npos);
+  // Every field in range, the product not: 1000 layers of width 65536.
+  CHECK(error_with([](TransformerConfig& c) {
+          c.d_model = c.d_ff = 1 << 16;
+          c.encoder_layers = c.decoder_layers = 1000;
+        }).find("TransformerConfig: the model would hold about") == 0);
+  // The paper's big model passes, and the estimate is close to the real count.
+  CHECK(error_with([](TransformerConfig& c) { c = presets::big(37000); }) == "(no error)");
+  TransformerConfig small = presets::small(1000);
+  Generator gen(1);
+  Transformer model(small, gen);
+  const double table = static_cast<double>(small.max_len * small.d_model);
+  CHECK(small.approximate_elements() - table == doctest::Approx(model.parameter_count()).epsilon(0.01));
+}
+
 TEST_CASE("a checkpoint carries the configuration and rebuilds the same model") {
   const std::string path = (std::filesystem::temp_directory_path() / "loom_test_transformer.safetensors").string();
   Generator gen(3);

@@ -40,7 +40,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -48,8 +47,10 @@
 #include <vector>
 
 #include "commands.h"
+#include "loom/atomic_file.h"
 #include "loom/ops.h"
 #include "loom/registry.h"
+#include "options.h"
 
 namespace loom::tools {
 
@@ -231,9 +232,7 @@ void run_bench_ops(const Options& opt) {
   fmt::print("\nrate: GF = GFLOP/s (2MNK per product; bwd = dA + dB), GB = GB/s of minimal traffic "
              "(inputs read + outputs written); mm/sg = loom matmul fwd / raw cblas_sgemm\n");
   if (!opt.json.empty()) {
-    std::ofstream f(opt.json);
-    LOOM_CHECK(f.good(), "bench ops: cannot write {}", opt.json);
-    f << out.dump(2) << "\n";
+    write_file(opt.json, out.dump(2) + "\n");
     fmt::print("wrote {}\n", opt.json);
   }
 }
@@ -245,10 +244,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   bench->require_subcommand(1);
   auto* ops = bench->add_subcommand("ops", "time ops on the Transformer's shapes (vs raw sgemm and memory bandwidth)");
   auto opt = std::make_shared<Options>();
-  ops->add_option("--threads", opt->threads, "OpenMP / OpenBLAS threads")->capture_default_str()->check(CLI::PositiveNumber);
+  add_threads_option(*ops, opt->threads);
   ops->add_option("--seconds", opt->seconds, "timed seconds per case and direction")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(in_range(0.001, 3600));
   ops->add_option("--filter", opt->filter, "only cases whose name contains this");
   ops->add_option("--json", opt->json, "write the results to this JSON file");
   ops->add_flag("--list", opt->list, "list the cases and exit");

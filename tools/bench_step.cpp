@@ -7,11 +7,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "loom/atomic_file.h"
 #include "loom/backend.h"
+#include "options.h"
 #include "loom/models.h"
 #include "loom/ops.h"
 #include "loom/optim.h"
@@ -81,9 +82,7 @@ void run_bench_step(const StepOptions& opt) {
                           {"vocab", opt.vocab},      {"parameters", model.parameter_count()},
                           {"median_s", median},      {"min_s", best},             {"steps", opt.steps},
                           {"peak_rss_mb", peak_rss_mb}, {"peak_tensor_mib", peak_tensors_mb}};
-    std::ofstream f(opt.json);
-    LOOM_CHECK(f.good(), "bench step: cannot write {}", opt.json);
-    f << out.dump(2) << "\n";
+    write_file(opt.json, out.dump(2) + "\n");
   }
 }
 
@@ -93,14 +92,14 @@ void add_bench_step_command(CLI::App& bench) {
   auto* step = bench.add_subcommand("step", "time whole Transformer training steps (forward, loss, backward, Adam)");
   auto opt = std::make_shared<StepOptions>();
   step->add_option("--preset", opt->preset, "tiny, small, base or big")->capture_default_str();
-  step->add_option("--batch", opt->batch, "sentences per batch")->capture_default_str()->check(CLI::PositiveNumber);
-  step->add_option("--src-len", opt->src_len, "source tokens per sentence")->capture_default_str()->check(CLI::PositiveNumber);
-  step->add_option("--tgt-len", opt->tgt_len, "target tokens per sentence")->capture_default_str()->check(CLI::PositiveNumber);
-  step->add_option("--vocab", opt->vocab, "vocabulary size")->capture_default_str()->check(CLI::Range(4, 1 << 24));
-  step->add_option("--dropout", opt->dropout, "dropout probability")->capture_default_str()->check(CLI::Range(0.0, 0.99));
-  step->add_option("--threads", opt->threads, "OpenMP / OpenBLAS threads")->capture_default_str()->check(CLI::PositiveNumber);
-  step->add_option("--steps", opt->steps, "timed steps")->capture_default_str()->check(CLI::PositiveNumber);
-  step->add_option("--warmup", opt->warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  step->add_option("--batch", opt->batch, "sentences per batch")->capture_default_str()->check(at_least(1));
+  step->add_option("--src-len", opt->src_len, "source tokens per sentence")->capture_default_str()->check(at_least(1));
+  step->add_option("--tgt-len", opt->tgt_len, "target tokens per sentence")->capture_default_str()->check(at_least(1));
+  step->add_option("--vocab", opt->vocab, "vocabulary size")->capture_default_str()->check(in_range(5, models::TransformerConfig::kMaxVocab));
+  step->add_option("--dropout", opt->dropout, "dropout probability")->capture_default_str()->check(in_range(0, 1, true));
+  add_threads_option(*step, opt->threads);
+  step->add_option("--steps", opt->steps, "timed steps")->capture_default_str()->check(at_least(1));
+  step->add_option("--warmup", opt->warmup, "untimed steps first")->capture_default_str()->check(at_least(0));
   step->add_option("--json", opt->json, "write the results to this JSON file");
   step->callback([opt] { run_bench_step(*opt); });
 }

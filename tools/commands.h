@@ -8,6 +8,7 @@ void add_gradcheck_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 // Sets OpenMP's and OpenBLAS's thread counts (tools/threads.cpp).
 void use_threads(int threads);
+void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
 void add_train_command(CLI::App& app);

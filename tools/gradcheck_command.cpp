@@ -41,11 +41,8 @@ void add_gradcheck_command(CLI::App& app, int& exit_code) {
     } else {
       for (const auto& name : *ops) {
         const OpInfo* op = find_op(name);
-        if (!op) {
-          fmt::print(stderr, "loom gradcheck: no op named '{}' (see `loom gradcheck --list`)\n", name);
-          exit_code = 2;
-          return;
-        }
+        // A bad command line: main prints it as every other one (exit code 2).
+        if (!op) throw CLI::ValidationError("gradcheck", fmt::format("no op named '{}' (see `loom gradcheck --list`)", name));
         selected.push_back(op);
       }
     }

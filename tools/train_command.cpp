@@ -4,11 +4,16 @@
 // <out>/model.safetensors (configuration and progress in its metadata) after
 // every epoch; `loom translate --model <out>` reads them.
 #include <omp.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "commands.h"
+#include "options.h"
 #include "loom/backend.h"
 #include "loom/models.h"
 #include "loom/ops.h"
@@ -17,6 +22,10 @@
 namespace loom::tools {
 
 namespace {
+
+// Far above any rate that trains (the paper's factor is 1; 2 is common), low
+// enough that a typo of a few digits is caught before a run is spent on it.
+constexpr double kMaxLrFactor = 1e6;
 
 struct TrainOptions {
   std::string data, src = "de", tgt = "en", out = "runs/multi30k-de-en", preset = "small";
@@ -32,6 +41,26 @@ std::string corpus_file(const std::string& dir, const std::string& split, const 
   if (std::filesystem::exists(plain)) return plain;
   LOOM_CHECK(std::filesystem::exists(plain + ".gz"), "train: no corpus file '{}' or '{}.gz'", plain, plain);
   return plain + ".gz";
+}
+
+struct Split {
+  std::string name, src_path, tgt_path;
+  models::ParallelCorpus corpus;
+};
+
+// Both sides of a split, refused when empty or all blank: SentencePiece and the
+// validation loss (0 / 0) gave messages that named neither the split nor the file.
+Split read_split(const TrainOptions& o, const std::string& name) {
+  Split s{name, corpus_file(o.data, name, o.src), corpus_file(o.data, name, o.tgt), {}};
+  s.corpus = models::read_parallel(s.src_path, s.tgt_path);
+  auto check = [&](const std::vector<std::string>& lines, const std::string& path) {
+    LOOM_CHECK(!lines.empty(), "train: the {} split '{}' is empty", name, path);
+    LOOM_CHECK(!std::all_of(lines.begin(), lines.end(), models::is_blank),
+               "train: the {} split '{}' has {} lines, all blank", name, path, lines.size());
+  };
+  check(s.corpus.src, s.src_path);
+  check(s.corpus.tgt, s.tgt_path);
+  return s;
 }
 
 std::vector<models::EncodedPair> encode(const models::Vocabulary& vocab, const models::ParallelCorpus& corpus) {
@@ -55,15 +84,40 @@ double evaluate(models::Transformer& model, const std::vector<models::Batch>& ba
   return total / tokens;
 }
 
+// The pairs of a split that fit --max-len; says how many were dropped, and refuses a split left empty.
+std::vector<models::EncodedPair> keep_fitting(std::vector<models::EncodedPair> pairs, const Split& split,
+                                              int64_t max_len) {
+  const size_t total = pairs.size();
+  std::erase_if(pairs, [&](const models::EncodedPair& p) { return !models::fits(p, max_len); });
+  const size_t dropped = total - pairs.size();
+  LOOM_CHECK(!pairs.empty(), "train: --max-len {} drops all {} pairs of the {} split ('{}', '{}')", max_len, total,
+             split.name, split.src_path, split.tgt_path);
+  if (dropped)
+    fmt::print("{}: dropped {} of {} pairs longer than --max-len {} pieces\n", split.name, dropped, total, max_len);
+  return pairs;
+}
+
+// Refused before reading anything: an --out that is a file, or a folder loom
+// cannot write in, used to surface as an uncaught std::filesystem_error.
+void prepare_out(const std::string& out) {
+  std::error_code ec;
+  LOOM_CHECK(!std::filesystem::exists(out, ec) || std::filesystem::is_directory(out, ec),
+             "train: --out '{}' exists and is not a folder", out);
+  std::filesystem::create_directories(out, ec);
+  LOOM_CHECK(!ec, "train: cannot create the --out folder '{}': {}", out, ec.message());
+  LOOM_CHECK(::access(out.c_str(), W_OK | X_OK) == 0, "train: cannot write in the --out folder '{}': {}", out,
+             std::strerror(errno));
+}
+
 void run_train(const TrainOptions& o) {
+  LOOM_CHECK(o.max_tokens > o.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
+             o.max_tokens, o.max_len);
   use_threads(o.threads);
-  std::filesystem::create_directories(o.out);
+  prepare_out(o.out);
   const std::string spm_prefix = o.out + "/spm", spm_path = spm_prefix + ".model";
-  auto read_split = [&](const std::string& split) {
-    const std::string src = corpus_file(o.data, split, o.src), tgt = corpus_file(o.data, split, o.tgt);
-    return models::read_parallel(src, tgt);
-  };
-  const models::ParallelCorpus train = read_split("train"), val = read_split("val");
+  const std::string checkpoint = o.out + "/model.safetensors";
+  const Split train_split = read_split(o, "train"), val_split = read_split(o, "val");
+  const models::ParallelCorpus &train = train_split.corpus, &val = val_split.corpus;
   fmt::print("train: {} sentence pairs ({} -> {}), validation {}\n", train.src.size(), o.src, o.tgt, val.src.size());
   if (!std::filesystem::exists(spm_path)) {
     auto t0 = std::chrono::steady_clock::now();
@@ -74,7 +128,8 @@ void run_train(const TrainOptions& o) {
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), spm_path);
   }
   models::Vocabulary vocab(spm_path);
-  const std::vector<models::EncodedPair> train_pairs = encode(vocab, train), val_pairs = encode(vocab, val);
+  const std::vector<models::EncodedPair> train_pairs = keep_fitting(encode(vocab, train), train_split, o.max_len),
+                                         val_pairs = keep_fitting(encode(vocab, val), val_split, o.max_len);
 
   models::TransformerConfig config = models::presets::by_name(o.preset, vocab.size());
   config.pad_id = models::Vocabulary::kPad;
@@ -91,6 +146,12 @@ void run_train(const TrainOptions& o) {
   std::vector<models::Batch> val_batches = make_batches(val_pairs, o.max_tokens, o.max_len, shuffle);
 
   const std::vector<Tensor> params = model.parameters();
+  // A diverged run stops before it reaches the checkpoint: the last good one stays.
+  std::string last_saved = fmt::format("'{}' is left as it was", checkpoint);
+  auto diverged = [&](const std::string& what, int64_t step, double value, double lr) {
+    fail("train: {} is {} at step {} (learning rate {:.3g}); stopped without saving: {}", what, value, step, lr,
+         last_saved);
+  };
   int64_t step = 0;
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
     std::vector<models::Batch> batches = make_batches(train_pairs, o.max_tokens, o.max_len, shuffle);
@@ -104,9 +165,11 @@ void run_train(const TrainOptions& o) {
       const bool log = (step + 1) % o.log_every == 0;
       const double norm = log ? optim::grad_norm(params) : 0.0;  // a pass over every gradient: only when printed
       const double lr = noam.step();
+      const double loss_value = loss.item<double>();
+      if (!std::isfinite(loss_value)) diverged("the training loss", step + 1, loss_value, lr);
       adam.step();
       ++step;
-      window_loss += loss.item<double>() * static_cast<double>(b.tgt_tokens);
+      window_loss += loss_value * static_cast<double>(b.tgt_tokens);
       window_tokens += static_cast<double>(b.tgt_tokens);
       if (log) {
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
@@ -122,11 +185,12 @@ void run_train(const TrainOptions& o) {
       if (o.max_steps > 0 && step >= o.max_steps) break;
     }
     const double val_loss = evaluate(model, val_batches, o.label_smoothing);
-    nn::save(model, o.out + "/model.safetensors",
+    if (!std::isfinite(val_loss)) diverged("the validation loss", step, val_loss, noam.rate(noam.current_step()));
+    nn::save(model, checkpoint,
              {{"config", config.to_json()}, {"vocabulary", "spm.model"}, {"step", std::to_string(step)},
               {"epoch", std::to_string(epoch)}, {"val_loss", fmt::format("{:.6f}", val_loss)}});
-    fmt::print("epoch {:3d} done: step {}, validation loss {:.4f}; saved {}/model.safetensors\n", epoch, step, val_loss,
-               o.out);
+    last_saved = fmt::format("'{}' keeps epoch {}, step {}", checkpoint, epoch, step);
+    fmt::print("epoch {:3d} done: step {}, validation loss {:.4f}; saved {}\n", epoch, step, val_loss, checkpoint);
     std::fflush(stdout);
     if (o.max_steps > 0 && step >= o.max_steps) break;
   }
@@ -142,18 +206,26 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--tgt", o->tgt, "target language suffix")->capture_default_str();
   cmd->add_option("--out", o->out, "folder for spm.model and model.safetensors")->capture_default_str();
   cmd->add_option("--preset", o->preset, "tiny, small, base or big")->capture_default_str();
-  cmd->add_option("--vocab", o->vocab, "SentencePiece pieces (first run)")->capture_default_str();
-  cmd->add_option("--max-tokens", o->max_tokens, "padded tokens per batch")->capture_default_str();
-  cmd->add_option("--max-len", o->max_len, "longest sentence kept, in pieces")->capture_default_str();
-  cmd->add_option("--epochs", o->epochs, "passes over the corpus")->capture_default_str();
-  cmd->add_option("--max-steps", o->max_steps, "stop after this many updates (0: no limit)")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "Noam warm-up steps")->capture_default_str();
-  cmd->add_option("--lr-factor", o->lr_factor, "Noam factor")->capture_default_str();
-  cmd->add_option("--dropout", o->dropout, "dropout (default: the preset's)");
-  cmd->add_option("--label-smoothing", o->label_smoothing, "label smoothing")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "OpenMP / OpenBLAS threads")->capture_default_str();
+  cmd->add_option("--vocab", o->vocab, "SentencePiece pieces (first run)")
+      ->capture_default_str()
+      ->check(in_range(5, models::TransformerConfig::kMaxVocab));
+  cmd->add_option("--max-tokens", o->max_tokens, "padded tokens per batch")->capture_default_str()->check(at_least(2));
+  cmd->add_option("--max-len", o->max_len, "longest sentence kept, in pieces")
+      ->capture_default_str()
+      ->check(in_range(1, models::TransformerConfig::kMaxLen - 1));
+  cmd->add_option("--epochs", o->epochs, "passes over the corpus")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--max-steps", o->max_steps, "stop after this many updates (0: no limit)")
+      ->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--warmup", o->warmup, "Noam warm-up steps")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--lr-factor", o->lr_factor, "Noam factor")->capture_default_str()->check(in_range(0, kMaxLrFactor));
+  cmd->add_option("--dropout", o->dropout, "dropout (default: the preset's)")->check(in_range(0, 1, true));
+  cmd->add_option("--label-smoothing", o->label_smoothing, "label smoothing")
+      ->capture_default_str()
+      ->check(in_range(0, 1, true));
+  add_threads_option(*cmd, o->threads);
   cmd->add_option("--seed", o->seed, "initialization, shuffling and dropout seed")->capture_default_str();
-  cmd->add_option("--log-every", o->log_every, "steps between progress lines")->capture_default_str();
+  cmd->add_option("--log-every", o->log_every, "steps between progress lines")->capture_default_str()->check(at_least(1));
   cmd->callback([o] { run_train(*o); });
 }
 

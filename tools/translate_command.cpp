@@ -2,12 +2,14 @@
 // out, with beam search; `loom bleu`: corpus BLEU of a file against references,
 // as sacreBLEU prints it.
 
-#include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
+#include "loom/atomic_file.h"
 #include "loom/models.h"
 #include "loom/ops.h"
+#include "options.h"
 
 namespace loom::tools {
 
@@ -38,18 +40,26 @@ void run_translate(const TranslateOptions& o) {
   } else {
     lines = models::read_lines(o.input);
   }
-  std::ofstream file_out;
-  if (!o.output.empty()) {
-    file_out.open(o.output);
-    LOOM_CHECK(file_out.good(), "translate: cannot write '{}'", o.output);
-  }
-  std::ostream& out = o.output.empty() ? std::cout : file_out;
+  const std::string input_name = o.input.empty() ? "stdin" : "'" + o.input + "'";
+  // Translations go to a temporary renamed over --output at the end: an error or
+  // a kill midway leaves no file that looks complete.
+  std::optional<AtomicFile> file_out;
+  if (!o.output.empty()) file_out.emplace(o.output);
+  std::ostream& out = file_out ? file_out->stream() : std::cout;
+  // The source and its eos must fit the positional table; longer lines are cut
+  // (with a warning naming the line) rather than stopping the whole job.
+  const size_t max_pieces = static_cast<size_t>(model.config().max_len - 1);
   for (size_t first = 0; first < lines.size(); first += static_cast<size_t>(o.batch)) {
     const size_t last = std::min(lines.size(), first + static_cast<size_t>(o.batch));
     std::vector<std::vector<int64_t>> ids;
     size_t longest = 0;
     for (size_t i = first; i < last; ++i) {
       ids.push_back(vocab.encode(lines[i]));
+      if (ids.back().size() > max_pieces) {
+        fmt::print(stderr, "loom: warning: translate: line {} of {} has {} pieces, more than the model's {}; "
+                   "translating its first {}\n", i + 1, input_name, ids.back().size(), max_pieces, max_pieces);
+        ids.back().resize(max_pieces);
+      }
       ids.back().push_back(models::Vocabulary::kEos);
       longest = std::max(longest, ids.back().size());
     }
@@ -59,12 +69,14 @@ void run_translate(const TranslateOptions& o) {
       flat.insert(flat.end(), s.begin(), s.end());
     }
     Tensor src = from_vector(flat, {static_cast<int64_t>(ids.size()), static_cast<int64_t>(longest)}, {DType::i64});
+    // The target prefix (bos + output) must fit the positional table too.
     const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(longest) + o.extra_len, model.config().max_len - 1);
     auto hyps = models::beam_search(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
                                     {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len});
     for (const auto& h : hyps) out << vocab.decode(h.tokens) << '\n';
     out.flush();
   }
+  if (file_out) file_out->commit();
 }
 
 }  // namespace
@@ -75,11 +87,13 @@ void add_translate_commands(CLI::App& app) {
   cmd->add_option("--model", o->model, "folder with model.safetensors and its vocabulary")->capture_default_str();
   cmd->add_option("--input", o->input, "sentences, one per line, plain or .gz (default: stdin)");
   cmd->add_option("--output", o->output, "where to write translations (default: stdout)");
-  cmd->add_option("--beam", o->beam, "beam size")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--alpha", o->alpha, "length penalty exponent")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "sentences decoded together")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--extra-len", o->extra_len, "longest output: input length + this")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "OpenMP / OpenBLAS threads")->capture_default_str();
+  cmd->add_option("--beam", o->beam, "beam size")->capture_default_str()->check(in_range(1, 1000));
+  cmd->add_option("--alpha", o->alpha, "length penalty exponent")->capture_default_str()->check(in_range(0, 10));
+  cmd->add_option("--batch", o->batch, "sentences decoded together")->capture_default_str()->check(in_range(1, 10000));
+  cmd->add_option("--extra-len", o->extra_len, "longest output: input length + this (at most the model's max_len)")
+      ->capture_default_str()
+      ->check(in_range(0, models::TransformerConfig::kMaxLen));
+  add_threads_option(*cmd, o->threads);
   cmd->callback([o] { run_translate(*o); });
 
   auto* bleu = app.add_subcommand("bleu", "corpus BLEU of a hypothesis file against reference files (sacreBLEU's default)");

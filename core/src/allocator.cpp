@@ -66,6 +66,10 @@ void CachingAllocator::deallocate(void* ptr, size_t bytes) {
   free_lists_[block].push_back(ptr);
   stats_.bytes_in_use -= block;
   stats_.bytes_cached += block;
+  // Shapes that only grow (decoding: one position more every step) never fit
+  // the smaller cached blocks, so the cache would hold every shape's blocks at
+  // once. Bounded by the working set: past twice the peak, it all goes back.
+  if (stats_.bytes_cached > std::max(2 * stats_.peak_bytes_in_use, kMinCacheLimit)) release_cached();
 }
 
 AllocatorStats CachingAllocator::stats() const {

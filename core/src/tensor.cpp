@@ -19,9 +19,18 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 int64_t shape_numel(const Shape& shape) {
+  // The product of the non-zero sizes is what strides reach, so it must fit even
+  // when a zero size makes the tensor empty; a wrapped product once gave a
+  // 16-byte buffer to a shape of 2^64 + 4 elements.
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
+  bool empty = false;
+  for (int64_t s : shape) {
+    LOOM_CHECK(s >= 0, "shape {} has a negative size", shape);
+    empty = empty || s == 0;
+    LOOM_CHECK(!__builtin_mul_overflow(n, std::max<int64_t>(s, 1), &n),
+               "shape {} has more elements than a 64-bit count holds", shape);
+  }
+  return empty ? 0 : n;
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op) {
@@ -42,9 +51,11 @@ int64_t strided_offset(int64_t linear, const Shape& sizes, const Shape& strides)
 
 Tensor Tensor::empty(const Shape& shape, TensorOptions options) {
   for (int64_t s : shape) LOOM_CHECK(s >= 0, "empty: negative size in shape {}", shape);
+  int64_t bytes = 0;
+  LOOM_CHECK(!__builtin_mul_overflow(shape_numel(shape), static_cast<int64_t>(dtype_size(options.dtype)), &bytes),
+             "empty: shape {} of {} needs more bytes than a 64-bit count holds", shape, dtype_name(options.dtype));
   auto impl = std::make_shared<TensorImpl>();
-  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(options.dtype);
-  impl->storage = std::make_shared<Storage>(bytes, options.device);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(bytes), options.device);
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype;

@@ -8,19 +8,48 @@
 namespace loom::models {
 
 void TransformerConfig::validate() const {
-  LOOM_CHECK(src_vocab > 0 && tgt_vocab > 0, "TransformerConfig: vocabulary sizes must be positive, got {} and {}",
-             src_vocab, tgt_vocab);
-  LOOM_CHECK(d_model > 0 && d_ff > 0 && heads > 0 && d_model % heads == 0,
-             "TransformerConfig: d_model {} must be a positive multiple of heads {} (d_ff {})", d_model, heads, d_ff);
-  LOOM_CHECK(encoder_layers >= 1 && decoder_layers >= 1, "TransformerConfig: layers must be >= 1, got {} and {}",
-             encoder_layers, decoder_layers);
-  LOOM_CHECK(dropout >= 0.0 && dropout < 1.0, "TransformerConfig: dropout must be in [0, 1), got {}", dropout);
+  // Every field gets a range before anything is built: a checkpoint's config is
+  // user input, and "encoder_layers": 100000 or "max_len": 2^62 once reached
+  // the allocator (std::bad_alloc) or wrapped a size product.
+  auto check_range = [](const char* field, int64_t value, int64_t lo, int64_t hi) {
+    LOOM_CHECK(value >= lo && value <= hi, "TransformerConfig: {} must be between {} and {}, got {}", field, lo, hi,
+               value);
+  };
+  check_range("src_vocab", src_vocab, 1, kMaxVocab);
+  check_range("tgt_vocab", tgt_vocab, 1, kMaxVocab);
+  check_range("d_model", d_model, 1, kMaxWidth);
+  check_range("d_ff", d_ff, 1, kMaxWidth);
+  check_range("heads", heads, 1, d_model);
+  LOOM_CHECK(d_model % heads == 0, "TransformerConfig: d_model {} must be a positive multiple of heads {} (d_ff {})",
+             d_model, heads, d_ff);
+  check_range("encoder_layers", encoder_layers, 1, kMaxLayers);
+  check_range("decoder_layers", decoder_layers, 1, kMaxLayers);
+  check_range("max_len", max_len, 1, kMaxLen);
+  LOOM_CHECK(dropout >= 0.0 && dropout < 1.0, "TransformerConfig: dropout must be at least 0 and below 1, got {}",
+             dropout);
+  LOOM_CHECK(layer_norm_eps > 0.0 && layer_norm_eps <= 1.0,
+             "TransformerConfig: layer_norm_eps must be above 0 and at most 1, got {}", layer_norm_eps);
   LOOM_CHECK(pad_id >= 0 && pad_id < src_vocab && pad_id < tgt_vocab,
              "TransformerConfig: pad_id {} is out of range for vocabularies of {} and {}", pad_id, src_vocab,
              tgt_vocab);
   LOOM_CHECK(!share_embeddings || src_vocab == tgt_vocab,
              "TransformerConfig: shared embeddings need one vocabulary, got {} and {}", src_vocab, tgt_vocab);
-  LOOM_CHECK(max_len > 0, "TransformerConfig: max_len must be positive, got {}", max_len);
+  // Each field in range can still multiply out to more than any machine holds.
+  const double elements = approximate_elements();
+  LOOM_CHECK(elements <= kMaxElements,
+             "TransformerConfig: the model would hold about {:.3g} billion values ({:.0f} GiB in float32), more than "
+             "the {:.3g} billion loom builds",
+             elements / 1e9, elements * 4 / (1 << 30), kMaxElements / 1e9);
+}
+
+double TransformerConfig::approximate_elements() const {
+  // In double: no overflow whatever the fields. Attention is 4 projections,
+  // feed-forward 2 matrices; biases and norms are O(d) and left out.
+  const double d = static_cast<double>(d_model), ff = static_cast<double>(d_ff);
+  const double embeddings = d * static_cast<double>(src_vocab + (share_embeddings ? 0 : tgt_vocab));  // output tied
+  const double encoder = static_cast<double>(encoder_layers) * (4 * d * d + 2 * d * ff);
+  const double decoder = static_cast<double>(decoder_layers) * (8 * d * d + 2 * d * ff);
+  return embeddings + encoder + decoder + static_cast<double>(max_len) * d;  // + the positional table
 }
 
 // The JSON field names are the member names (nlohmann's macro writes both directions).

@@ -5,9 +5,11 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
+#include "loom/atomic_file.h"
 #include "loom/error.h"
 
 namespace loom::models {
@@ -49,8 +51,11 @@ ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt
 }
 
 // ---- vocabulary ----
+bool is_blank(const std::string& line) { return line.find_first_not_of(" \t\r\f\v") == std::string::npos; }
+
 void Vocabulary::train(const std::vector<std::string>& sentences, const std::string& prefix, int64_t size) {
-  LOOM_CHECK(!sentences.empty(), "Vocabulary::train: no sentences to train on");
+  LOOM_CHECK(!std::all_of(sentences.begin(), sentences.end(), is_blank),
+             "Vocabulary::train: no text to train on ({} sentences, all blank)", sentences.size());
   LOOM_CHECK(size > 4, "Vocabulary::train: a vocabulary needs more than the 4 special ids, got {}", size);
   // From memory, one sentence per iteration; fixed special ids; no random
   // sampling of the input (deterministic).
@@ -63,12 +68,27 @@ void Vocabulary::train(const std::vector<std::string>& sentences, const std::str
     const std::string& value() const override { return lines[i]; }
     sentencepiece::util::Status status() const override { return {}; }
   } iterator(sentences);
-  const std::string args = "--model_prefix=" + prefix + " --vocab_size=" + std::to_string(size) +
+  // SentencePiece writes <prefix>.model and .vocab itself: under a temporary
+  // prefix, committed like every file loom writes (a full disk once left a
+  // truncated spm.model that later runs took for a finished one).
+  const std::string temporary = temporary_path(prefix);
+  const std::string args = "--model_prefix=" + temporary + " --vocab_size=" + std::to_string(size) +
                            " --model_type=unigram --character_coverage=1.0 --pad_id=0 --unk_id=1 --bos_id=2"
                            " --eos_id=3 --input_sentence_size=0 --shuffle_input_sentence=false"
                            " --num_threads=1 --minloglevel=2";
+  auto give_up = [&](const std::string& why) {
+    std::remove((temporary + ".vocab").c_str());
+    std::remove((temporary + ".model").c_str());
+    fail("Vocabulary::train: cannot write '{}.model': {}", prefix, why);
+  };
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &iterator);
-  LOOM_CHECK(status.ok(), "Vocabulary::train: SentencePiece failed for '{}': {}", prefix, status.ToString());
+  if (!status.ok()) give_up("SentencePiece failed: " + status.ToString());
+  // SentencePiece does not check its writes: a full disk leaves a truncated
+  // model and an OK status. Reading it back is the check.
+  if (!sentencepiece::SentencePieceProcessor().Load(temporary + ".model").ok())
+    give_up(fmt::format("the written file does not read back (disk full?): {}", std::strerror(errno)));
+  commit_file(temporary + ".vocab", prefix + ".vocab");
+  commit_file(temporary + ".model", prefix + ".model");  // last: its presence means the vocabulary is whole
 }
 
 Vocabulary::Vocabulary(const std::string& model_path)
@@ -106,12 +126,16 @@ std::string Vocabulary::decode(const std::vector<int64_t>& ids) const {
 int64_t Vocabulary::size() const { return processor_->GetPieceSize(); }
 
 // ---- batching ----
+bool fits(const EncodedPair& pair, int64_t max_len) {
+  return static_cast<int64_t>(std::max(pair.src.size(), pair.tgt.size())) + 1 <= max_len;
+}
+
 std::vector<Batch> make_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len,
                                 Generator& gen) {
   LOOM_CHECK(max_tokens > max_len, "make_batches: max_tokens {} must exceed max_len {}", max_tokens, max_len);
   std::vector<size_t> order;
   for (size_t i = 0; i < pairs.size(); ++i)
-    if (static_cast<int64_t>(std::max(pairs[i].src.size(), pairs[i].tgt.size())) + 1 <= max_len) order.push_back(i);
+    if (fits(pairs[i], max_len)) order.push_back(i);
   // Similar lengths together (fewer pads); ties by position, so the grouping is fixed.
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return std::pair(pairs[a].src.size(), pairs[a].tgt.size()) < std::pair(pairs[b].src.size(), pairs[b].tgt.size());

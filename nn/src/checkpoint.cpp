@@ -1,14 +1,14 @@
 #include "loom/nn/checkpoint.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "loom/atomic_file.h"
 #include "loom/ops.h"
 
 namespace loom::nn {
@@ -61,41 +61,34 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
 
-  // Written beside the target, then renamed over it (atomic on POSIX): a crash
+  // Through a temporary renamed over the target (loom/atomic_file.h): a crash
   // leaves the old checkpoint or the new one, never half of one.
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    LOOM_CHECK(out.good(), "save_safetensors: cannot write '{}': {}", temporary, std::strerror(errno));
-    uint64_t length = text.size();
-    unsigned char length_bytes[8];
-    for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<unsigned char>(length >> (8 * i));
-    out.write(reinterpret_cast<const char*>(length_bytes), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const Tensor& t : data)
-      out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.numel() * dtype_size(t.dtype())));
-    out.flush();
-    if (!out.good()) {
-      std::remove(temporary.c_str());
-      fail("save_safetensors: writing '{}' failed (disk full?): {}", temporary, std::strerror(errno));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(temporary.c_str());
-    fail("save_safetensors: cannot rename '{}' to '{}': {}", temporary, path, why);
-  }
+  AtomicFile file(path);
+  std::ostream& out = file.stream();
+  uint64_t length = text.size();
+  unsigned char length_bytes[8];
+  for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<unsigned char>(length >> (8 * i));
+  out.write(reinterpret_cast<const char*>(length_bytes), 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const Tensor& t : data)
+    out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.numel() * dtype_size(t.dtype())));
+  file.commit();
 }
 
 TensorFile load_safetensors(const std::string& path) {
+  // A folder opens as a stream on Linux and reads as garbage: say what it is.
+  std::error_code ec;
+  LOOM_CHECK(!std::filesystem::is_directory(path, ec), "load_safetensors: '{}' is a folder, not a checkpoint file",
+             path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   LOOM_CHECK(in.good(), "load_safetensors: cannot open '{}': {}", path, std::strerror(errno));
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
   LOOM_CHECK(file_size >= 8, "load_safetensors '{}': the file has {} bytes, fewer than the 8-byte header length",
              path, file_size);
-  unsigned char length_bytes[8];
+  unsigned char length_bytes[8] = {};
   in.read(reinterpret_cast<char*>(length_bytes), 8);
+  LOOM_CHECK(in.good(), "load_safetensors '{}': reading the header length failed: {}", path, std::strerror(errno));
   uint64_t header_size = 0;
   for (int i = 0; i < 8; ++i) header_size |= static_cast<uint64_t>(length_bytes[i]) << (8 * i);
   LOOM_CHECK(header_size <= file_size - 8,
@@ -104,6 +97,8 @@ TensorFile load_safetensors(const std::string& path) {
              path, header_size, file_size - 8);
   std::string text(header_size, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_size));
+  LOOM_CHECK(in.good(), "load_safetensors '{}': reading the {}-byte header failed: {}", path, header_size,
+             std::strerror(errno));
   json header;
   try {
     header = json::parse(text);
@@ -122,7 +117,9 @@ TensorFile load_safetensors(const std::string& path) {
     uint64_t begin, end;
   };
   std::vector<Entry> entries;
-  for (const auto& [name, spec] : header.items()) {
+  for (const auto& item : header.items()) {  // not a structured binding: `bad` captures the name (clang + OpenMP)
+    const std::string& name = item.key();
+    const json& spec = item.value();
     if (name == "__metadata__") {
       LOOM_CHECK(spec.is_object(), "load_safetensors '{}': __metadata__ must be an object of strings", path);
       for (const auto& [key, value] : spec.items()) {
@@ -140,6 +137,8 @@ TensorFile load_safetensors(const std::string& path) {
     if (!spec["shape"].is_array()) bad("shape is not an array");
     for (const auto& d : spec["shape"]) {
       if (!d.is_number_unsigned()) bad(fmt::format("shape {} has a non-integer or negative size", spec["shape"].dump()));
+      if (d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        bad(fmt::format("shape {} has a size of 2^63 or more", spec["shape"].dump()));
       e.shape.push_back(d.get<int64_t>());
     }
     const auto& offsets = spec["data_offsets"];
@@ -148,7 +147,13 @@ TensorFile load_safetensors(const std::string& path) {
       bad("data_offsets must be two unsigned integers");
     e.begin = offsets[0].get<uint64_t>();
     e.end = offsets[1].get<uint64_t>();
-    const uint64_t needed = static_cast<uint64_t>(shape_numel(e.shape)) * dtype_size(e.dtype);
+    // Checked products: a crafted shape must not wrap around to a small byte count.
+    uint64_t needed = dtype_size(e.dtype);
+    if (std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end()) needed = 0;
+    for (int64_t d : e.shape)
+      if (__builtin_mul_overflow(needed, static_cast<uint64_t>(d), &needed))
+        bad(fmt::format("shape {} of {} has more bytes than a 64-bit count holds", spec["shape"].dump(),
+                        dtype_name(e.dtype)));
     if (e.begin > e.end || e.end > data_size)
       bad(fmt::format("data_offsets [{}, {}] lie outside the {} data bytes (the file is truncated?)", e.begin, e.end,
                       data_size));

@@ -3,7 +3,8 @@
 // size class instead of to the system, so a training step that repeats the same
 // shapes makes no new system allocations after its first run. A request takes
 // the smallest cached block of its class up to twice its size, so steps whose
-// shapes vary reuse each other's blocks.
+// shapes vary reuse each other's blocks. The cache never holds more than twice
+// the peak bytes in use (or kMinCacheLimit): past that it is released.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -42,6 +43,8 @@ size_t allocator_size_class(size_t bytes);
 // destructor (the base cannot: system_free is gone by then).
 class CachingAllocator : public Allocator {
  public:
+  static constexpr size_t kMinCacheLimit = size_t{64} << 20;  // below it the cache is never released
+
   void* allocate(size_t bytes) override;
   void deallocate(void* ptr, size_t bytes) override;
   AllocatorStats stats() const override;

@@ -21,6 +21,9 @@ namespace loom::models {
 // their line endings. Errors name the file.
 std::vector<std::string> read_lines(const std::string& path);
 
+// True for a line of nothing but whitespace (spaces, tabs, carriage returns).
+bool is_blank(const std::string& line);
+
 struct ParallelCorpus {
   std::vector<std::string> src, tgt;
 };
@@ -61,6 +64,9 @@ struct Batch {
 struct EncodedPair {
   std::vector<int64_t> src, tgt;  // pieces, without bos/eos
 };
+
+// Whether both sides fit in max_len positions (pieces + eos or bos): the pairs make_batches keeps.
+bool fits(const EncodedPair& pair, int64_t max_len);
 
 // Groups pairs of similar length into batches whose padded size (sentences x
 // longest side + 1) stays within `max_tokens`, in an order shuffled by `gen`

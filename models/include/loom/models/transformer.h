@@ -26,9 +26,16 @@ struct TransformerConfig {
   bool pre_norm = false;
   double layer_norm_eps = 1e-6;
 
+  // Bounds validate() enforces: far above the paper's big model (213M
+  // parameters), far below sizes that overflow or exhaust a machine.
+  static constexpr int64_t kMaxVocab = 1 << 24, kMaxWidth = 1 << 16, kMaxLayers = 1000, kMaxLen = 1 << 20;
+  static constexpr double kMaxElements = 8e9;  // parameters + positional table: 32 GiB in float32
+
   std::string to_json() const;
   static TransformerConfig from_json(const std::string& text);  // errors name the bad field
+  // Every field in its range, and the whole model below kMaxElements; errors name the field and its value.
   void validate() const;
+  double approximate_elements() const;  // parameters and positional table, counted in double (no overflow)
 };
 
 // The paper's sizes (Table 3) and two small ones for CPU study.

@@ -1,0 +1,78 @@
+#include "loom/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "loom/error.h"
+
+namespace loom {
+
+namespace {
+
+// fsync through a descriptor of its own: std::ofstream does not expose one.
+// Folders on some file systems refuse fsync (EINVAL): nothing to make durable then.
+int sync_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return errno;
+  const int result = ::fsync(fd) == 0 || errno == EINVAL ? 0 : errno;
+  ::close(fd);
+  return result;
+}
+
+}  // namespace
+
+std::string temporary_path(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+
+void commit_file(const std::string& temporary, const std::string& path) {
+  auto give_up = [&](int error, const char* what) {
+    std::remove(temporary.c_str());
+    fail("cannot write '{}': {} '{}' failed: {}", path, what, temporary, std::strerror(error));
+  };
+  if (int error = sync_path(temporary, O_RDONLY)) give_up(error, "syncing");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    std::remove(temporary.c_str());
+    fail("cannot write '{}': it is a folder", path);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) give_up(errno, "renaming");
+  std::string folder = std::filesystem::path(path).parent_path().string();
+  if (int error = sync_path(folder.empty() ? "." : folder, O_RDONLY | O_DIRECTORY))
+    fail("wrote '{}', but syncing its folder failed: {}", path, std::strerror(error));
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temporary_(temporary_path(path_)) {
+  out_.open(temporary_, std::ios::binary | std::ios::trunc);
+  LOOM_CHECK(out_.good(), "cannot write '{}': cannot create '{}': {}", path_, temporary_, std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (committed_) return;
+  out_.close();
+  std::remove(temporary_.c_str());
+}
+
+void AtomicFile::commit() {
+  out_.flush();
+  const int error = errno;  // what the failed write (if any) set: ENOSPC, EFBIG, EIO
+  out_.close();
+  if (out_.fail()) {
+    std::remove(temporary_.c_str());
+    committed_ = true;  // nothing left to clean up
+    fail("cannot write '{}': writing '{}' failed (disk full?): {}", path_, temporary_, std::strerror(error));
+  }
+  committed_ = true;
+  commit_file(temporary_, path_);
+}
+
+void write_file(const std::string& path, const std::string& contents) {
+  AtomicFile file(path);
+  file.stream() << contents;
+  file.commit();
+}
+
+}  // namespace loom

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Hostile input through the real `loom` binary: every case must end with the
+# exit code loom promises (1: an error while running, 2: a bad command line) and
+# one line "loom: error: ..." naming what was wrong, and must cost no good file.
+#   tests/bad_inputs.sh <path to the loom binary>
+set -euo pipefail
+loom="$1"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+test_name=bad_inputs
+source "$(dirname "$0")/cli_lib.sh"
+cases=0
+
+# expect <exit code> <text stderr must contain> <command...>: for an error, stderr is that one line.
+expect() {
+  local want_rc=$1 want=$2 rc=0
+  shift 2
+  "$@" > "$dir/stdout.txt" 2> "$dir/stderr.txt" || rc=$?
+  cases=$((cases + 1))
+  [[ $rc -eq $want_rc ]] || { cat "$dir/stderr.txt"; fail "'${*:2}': exit code $rc, expected $want_rc"; }
+  [[ -z $want ]] || grep -qF -- "$want" "$dir/stderr.txt" || { cat "$dir/stderr.txt"; fail "'${*:2}': stderr lacks: $want"; }
+  if [[ $want_rc -ne 0 ]]; then  # SentencePiece's own log line, printed when a vocabulary is trained, aside
+    grep -v "^sentencepiece_trainer.cc([0-9]*) LOG(INFO) Running command:" "$dir/stderr.txt" > "$dir/errors.txt" || true
+    [[ $(wc -l < "$dir/errors.txt") -eq 1 && $(head -c 12 "$dir/errors.txt") == "loom: error:" ]] ||
+      { cat "$dir/stderr.txt"; fail "'${*:2}': the error is not one 'loom: error:' line"; }
+  fi
+}
+
+# A safetensors file: 8-byte little-endian header length, the JSON header, then data.
+#   safetensors <path> <json header> <data bytes>
+safetensors() {
+  local n=${#2} bytes=""
+  for ((i = 0; i < 8; i++)); do bytes+=$(printf '\\x%02x' $(((n >> (8 * i)) & 255))); done
+  { printf "$bytes"; printf '%s' "$2"; head -c "$3" /dev/zero; } > "$1"
+}
+
+# A model folder with the trained vocabulary and a checkpoint holding only `config` in its metadata.
+#   model_with_config <folder> <config json, quotes escaped for a JSON string>
+model_with_config() {
+  mkdir -p "$1"
+  cp "$dir/run/spm.model" "$1/"
+  safetensors "$1/model.safetensors" "{\"__metadata__\":{\"vocabulary\":\"spm.model\",\"config\":\"$2\"}}" 0
+}
+
+make_corpus train 200
+make_corpus val 10
+"$loom" train --data "$dir" --out "$dir/run" --preset tiny --vocab 60 --max-steps 4 --warmup 10 > "$dir/train.log" 2>&1 ||
+  { cat "$dir/train.log"; fail "the reference training run failed"; }
+cp "$dir/run/model.safetensors" "$dir/good.safetensors"
+unchanged() { cmp -s "$dir/run/model.safetensors" "$dir/good.safetensors" || fail "$1 changed the checkpoint"; }
+
+# ---- the command line: exit code 2, the flag and its range named ----
+expect 2 "no command given (the commands are gradcheck, bench, train, translate, bleu" "$loom"
+expect 2 "unknown command 'trian'" "$loom" trian --data "$dir"
+train=("$loom" train --data "$dir" --out "$dir/run" --preset tiny)
+expect 2 "--log-every: must be at least 1, got 0" "${train[@]}" --log-every 0
+expect 2 "--log-every: must be at least 1, got -1" "${train[@]}" --log-every -1
+expect 2 "--epochs: must be at least 1, got 0" "${train[@]}" --epochs 0
+expect 2 "--epochs: must be at least 1, got -1" "${train[@]}" --epochs -1
+expect 2 "--threads: must be at least 1 and at most 1024, got 0" "${train[@]}" --threads 0
+expect 2 "--threads: must be at least 1 and at most 1024, got -1" "${train[@]}" --threads -1
+expect 2 "--dropout: must be at least 0 and below 1, got -0.5" "${train[@]}" --dropout -0.5
+expect 2 "--dropout: must be at least 0 and below 1, got 1" "${train[@]}" --dropout 1
+expect 2 "--max-len: must be at least 1 and at most 1048575, got 0" "${train[@]}" --max-len 0
+expect 2 "--lr-factor: must be at least 0 and at most 1000000, got 1e30" "${train[@]}" --lr-factor 1e30
+expect 2 "--label-smoothing: must be a number, at least 0 and below 1; got 'nan'" "${train[@]}" --label-smoothing nan
+expect 2 "--vocab: must be a number, at least 5 and at most 16777216; got 'many'" "${train[@]}" --vocab many
+expect 2 "--warmup: must be at least 1, got 0" "${train[@]}" --warmup 0
+translate=("$loom" translate --model "$dir/run" --input "$dir/val.de")
+expect 2 "--alpha: must be a number, at least 0 and at most 10; got 'nan'" "${translate[@]}" --alpha nan
+expect 2 "--beam: must be at least 1 and at most 1000, got 5000" "${translate[@]}" --beam 5000
+expect 2 "--batch: must be at least 1 and at most 10000, got 0" "${translate[@]}" --batch 0
+expect 2 "--extra-len: must be at least 0 and at most 1048576, got -1" "${translate[@]}" --extra-len -1
+expect 2 "--threads: must be at least 1 and at most 1024, got 0" "$loom" bench step --threads 0
+expect 2 "gradcheck: no op named 'nosuchop' (see \`loom gradcheck --list\`)" "$loom" gradcheck nosuchop
+unchanged "a refused command line"
+
+# ---- train: files and folders ----
+touch "$dir/a_file"
+expect 1 "train: --out '$dir/a_file' exists and is not a folder" "$loom" train --data "$dir" --out "$dir/a_file"
+expect 1 "train: cannot create the --out folder '/proc/loom-run'" "$loom" train --data "$dir" --out /proc/loom-run
+long_name=$(printf 'a%.0s' {1..300})  # a std::filesystem_error (ENAMETOOLONG), caught like every exception
+expect 1 "loom: error: File name too long: '$long_name/train.de'" "$loom" train --data "$long_name" --out "$dir/x"
+expect 1 "train: --max-tokens 64 must exceed --max-len 64" "${train[@]}" --max-tokens 64 --max-len 64
+mkdir -p "$dir/empty_val" "$dir/blank" "$dir/cr"
+cp "$dir"/train.* "$dir/empty_val/"; : > "$dir/empty_val/val.de"; : > "$dir/empty_val/val.en"
+expect 1 "train: the val split '$dir/empty_val/val.de' is empty" "$loom" train --data "$dir/empty_val" --out "$dir/run"
+printf '  \n\t\n\n' > "$dir/blank/train.de"; printf 'a\nb\nc\n' > "$dir/blank/train.en"; cp "$dir"/val.* "$dir/blank/"
+expect 1 "train: the train split '$dir/blank/train.de' has 3 lines, all blank" "$loom" train --data "$dir/blank" --out "$dir/blank/run"
+printf '\r\r\r' > "$dir/cr/train.de"; printf '\r\r\r' > "$dir/cr/train.en"; cp "$dir"/val.* "$dir/cr/"
+expect 1 "train: the train split '$dir/cr/train.de' has 1 lines, all blank" "$loom" train --data "$dir/cr" --out "$dir/cr/run"
+expect 1 "train: --max-len 1 drops all 200 pairs of the train split ('$dir/train.de', '$dir/train.en')" \
+  "${train[@]}" --max-len 1
+unchanged "a split filtered to nothing"
+expect 0 "" "${train[@]}" --max-len 16 --max-steps 1
+grep -q "^train: dropped [0-9]* of 200 pairs longer than --max-len 16 pieces" "$dir/stdout.txt" ||
+  { cat "$dir/stdout.txt"; fail "the pairs dropped by --max-len are not counted"; }
+cp "$dir/run/model.safetensors" "$dir/good.safetensors"
+
+# A full disk (a file size limit here) while writing: an error naming the file; no
+# half-written file under the real name, no temporary left; the next run is whole.
+mkdir -p "$dir/full"
+expect 1 "cannot write '$dir/full/spm.model'" bash -c "trap '' XFSZ; ulimit -f 1; exec \"\$@\"" _ \
+  "$loom" train --data "$dir" --out "$dir/full" --preset tiny --vocab 60 --max-steps 1
+[[ -z $(ls "$dir/full") ]] || fail "a failed vocabulary write left files: $(ls "$dir/full")"
+spm_kib=$(($(stat -c %s "$dir/run/spm.model") / 1024 + 4))  # room for the vocabulary, not the checkpoint
+expect 1 "cannot write '$dir/full/model.safetensors'" bash -c "trap '' XFSZ; ulimit -f $spm_kib; exec \"\$@\"" _ \
+  "$loom" train --data "$dir" --out "$dir/full" --preset tiny --vocab 60 --max-steps 1
+[[ $(ls "$dir/full") == $'spm.model\nspm.vocab' ]] || fail "a failed checkpoint write left: $(ls "$dir/full")"
+expect 0 "" "$loom" train --data "$dir" --out "$dir/full" --preset tiny --vocab 60 --max-steps 1
+
+# ---- checkpoints and model configurations ----
+mkdir -p "$dir/folder/model.safetensors"
+expect 1 "load_safetensors: '$dir/folder/model.safetensors' is a folder, not a checkpoint file" \
+  "$loom" translate --model "$dir/folder" --input "$dir/val.de"
+mkdir -p "$dir/overflow"
+safetensors "$dir/overflow/model.safetensors" '{"w":{"dtype":"F32","shape":[4611686018427387905,4],"data_offsets":[0,16]}}' 16
+expect 1 "tensor 'w': shape [4611686018427387905,4] of float32 has more bytes than a 64-bit count holds" \
+  "$loom" translate --model "$dir/overflow" --input "$dir/val.de"
+config() {  # the tiny model's configuration with one field changed: config <field> <value>
+  local c='{\"src_vocab\":60,\"tgt_vocab\":60,\"d_model\":64,\"d_ff\":256,\"heads\":4,\"encoder_layers\":2,'
+  c+='\"decoder_layers\":2,\"dropout\":0.1,\"max_len\":1024,\"pad_id\":0,\"share_embeddings\":true,'
+  c+='\"pre_norm\":false,\"layer_norm_eps\":1e-06}'
+  sed -E "s/(\\\\\"$1\\\\\":)[^,}]*/\\1$2/" <<< "$c"
+}
+for bad in "max_len 4611686018427387904|max_len must be between 1 and 1048576, got 4611686018427387904" \
+           "encoder_layers 100000|encoder_layers must be between 1 and 1000, got 100000" \
+           "layer_norm_eps 0|layer_norm_eps must be above 0 and at most 1, got 0" \
+           "heads 0|heads must be between 1 and 64, got 0" \
+           "d_model 65536|the model would hold about" \
+           "dropout -1|dropout must be at least 0 and below 1, got -1" \
+           "src_vocab -5|src_vocab must be between 1 and 16777216, got -5"; do
+  model_with_config "$dir/config" "$(config ${bad%%|*})"
+  expect 1 "TransformerConfig: ${bad#*|}" "$loom" translate --model "$dir/config" --input "$dir/val.de"
+done
+
+# ---- translate: a line too long for the model is cut with a warning, the rest translated ----
+# The checkpoint's positional table shortened to 32 (same byte count: the header length holds).
+mkdir -p "$dir/short"; cp "$dir/run/spm.model" "$dir/short/"
+LC_ALL=C sed 's/\\"max_len\\":1024/\\"max_len\\":32  /' "$dir/run/model.safetensors" > "$dir/short/model.safetensors"
+{ head -3 "$dir/val.de"; printf 'Hund Katze %.0s' {1..200}; echo; head -3 "$dir/val.de"; } > "$dir/long.de"
+expect 0 "loom: warning: translate: line 4 of '$dir/long.de' has" \
+  "$loom" translate --model "$dir/short" --input "$dir/long.de" --output "$dir/long.hyp" --beam 2 --extra-len 100000
+grep -q "more than the model's 31; translating its first 31" "$dir/stderr.txt" || fail "no truncation warning"
+[[ $(wc -l < "$dir/long.hyp") -eq 7 ]] || fail "expected 7 translations, got $(wc -l < "$dir/long.hyp")"
+expect 1 "cannot write '$dir/folder/model.safetensors': it is a folder" \
+  "$loom" translate --model "$dir/run" --input "$dir/val.de" --output "$dir/folder/model.safetensors"
+expect 1 "read_lines: cannot open '$dir/nowhere.de'" "$loom" translate --model "$dir/run" --input "$dir/nowhere.de"
+unchanged "the bad checkpoints and translations"
+echo "bad_inputs: $cases cases, each with the exit code and message expected"

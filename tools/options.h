@@ -1,0 +1,16 @@
+#pragma once
+// Ranges for numeric flags, checked by CLI11 before a command runs, with
+// messages a person would write: "--log-every: must be at least 1, got 0".
+// NaN and text that is not a number are refused by every range.
+#include <CLI/CLI.hpp>
+#include <limits>
+
+namespace loom::tools {
+
+constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+
+// lo <= value <= hi; `below_hi` makes it lo <= value < hi (dropout: below 1).
+CLI::Validator in_range(double lo, double hi, bool below_hi = false);
+inline CLI::Validator at_least(double lo) { return in_range(lo, kUnbounded); }
+
+}  // namespace loom::tools
