@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "loom/kernel_table.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 #include "row_sums.h"
 

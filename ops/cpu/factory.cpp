@@ -1,6 +1,6 @@
 // CPU kernel of arange (ops/src/factory.cpp): out[i] = i, one loop (it is its own reference).
 #include "loom/kernel_table.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 
 namespace loom {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "loom/kernel_table.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 #include "loom/kernels/span_sum.h"
 #include "row_loops.h"

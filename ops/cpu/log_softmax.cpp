@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "loom/kernel_table.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 #include "short_rows.h"
 

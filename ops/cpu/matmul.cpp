@@ -10,7 +10,7 @@
 
 #include "loom/autograd.h"
 #include "loom/kernel_table.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 #include "loom/ops.h"
 

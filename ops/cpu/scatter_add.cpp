@@ -7,7 +7,7 @@
 #include "index_loops.h"
 #include "loom/kernel_table.h"
 #include "loom/kernels/loops.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 
 namespace loom {

@@ -2,7 +2,7 @@
 // with vector partial sums, and the plain reference reduction.
 #include "loom/kernel_table.h"
 #include "loom/kernels/reduce.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 #include "loom/kernels/span_sum.h"
 

@@ -8,7 +8,7 @@
 
 #include "loom/kernel_table.h"
 #include "loom/kernels/loops.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 
 namespace loom {

@@ -3,7 +3,7 @@
 // summing squares in double, and the plain reference loop.
 #include "loom/kernel_table.h"
 #include "loom/kernels/reduce.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 
 namespace loom {

@@ -3,7 +3,7 @@
 // the kernel table (the kernels live in ops/cpu, and in cuda/ for the GPU).
 #include "loom/autograd.h"
 #include "loom/kernel_table.h"
-#include "loom/kernels/signatures.h"
+#include "loom/ops/kernel_signatures.h"
 #include "loom/ops/shape_rules.h"
 #include "loom/ops.h"
 #include "loom/registry.h"

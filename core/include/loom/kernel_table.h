@@ -8,7 +8,7 @@
 //   find_kernel<SoftmaxKernel>("softmax", x.device(), x.dtype())(out, x, mask);
 //
 // A kernel is a plain function pointer whose signature the op declares
-// (ops/include/loom/kernels/signatures.h); the table checks it on lookup.
+// (ops/include/loom/ops/kernel_signatures.h); the table checks it on lookup.
 // LOOM_KERNELS=reference (or KernelModeGuard) picks the reference kernels.
 #include <string>
 #include <string_view>
