@@ -146,5 +146,11 @@ grep -q "more than the model's 31; translating its first 31" "$dir/stderr.txt" |
 expect 1 "cannot write '$dir/folder/model.safetensors': it is a folder" \
   "$loom" translate --model "$dir/run" --input "$dir/val.de" --output "$dir/folder/model.safetensors"
 expect 1 "read_lines: cannot open '$dir/nowhere.de'" "$loom" translate --model "$dir/run" --input "$dir/nowhere.de"
+# `loom average`: one checkpoint is a bad command line; checkpoints of different
+# models are an error naming the file and the field, and write nothing.
+expect 2 "" "$loom" average --out "$dir/avgbad" "$dir/run/model.safetensors"
+expect 1 "average: '$dir/short/model.safetensors' has another 'config' than '$dir/run/model.safetensors': field 'max_len' is 32 here but 1024" \
+  "$loom" average --out "$dir/avgbad" "$dir/run" "$dir/short"
+[[ ! -e "$dir/avgbad/model.safetensors" ]] || fail "a failed average wrote a checkpoint"
 unchanged "the bad checkpoints and translations"
 echo "bad_inputs: $cases cases, each with the exit code and message expected"

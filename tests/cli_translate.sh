@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The translation commands end to end on a made-up corpus: `loom train` writes a
 # vocabulary and a checkpoint, `loom translate` reads them and writes one line per
-# input line, `loom bleu` scores the output; bad input fails with a clear message.
+# input line, `loom average` averages checkpoints into a folder translate reads,
+# `loom bleu` scores the output; bad input fails with a clear message.
 #   tests/cli_translate.sh <path to the loom binary>
 set -euo pipefail
 loom="$1"
@@ -25,10 +26,19 @@ grep -q "saved $dir/run/model.safetensors" "$dir/train.log" || fail "no checkpoi
 head -2 "$dir/val.de" | "$loom" translate --model "$dir/run" --beam 1 --extra-len 4 > "$dir/stdin.hyp"
 [[ $(wc -l < "$dir/stdin.hyp") -eq 2 ]] || fail "stdin: expected 2 translations"
 
+# `loom average` writes a model folder translate reads; averaging a checkpoint with
+# itself (given as a run folder and as a file) gives its bits, so the same translations.
+"$loom" average --out "$dir/avg" "$dir/run" "$dir/run/model.safetensors" > "$dir/average.log" ||
+  { cat "$dir/average.log"; fail "loom average failed"; }
+grep -q "averaged 2 checkpoints -> $dir/avg/model.safetensors" "$dir/average.log" || fail "no average line"
+cmp -s "$dir/run/spm.model" "$dir/avg/spm.model" || fail "average did not copy the vocabulary"
+"$loom" translate --model "$dir/avg" --input "$dir/val.de" --output "$dir/avg.hyp" --beam 2 --extra-len 4
+cmp -s "$dir/val.hyp" "$dir/avg.hyp" || fail "the self-average translates differently from its checkpoint"
+
 "$loom" bleu "$dir/val.en" "$dir/val.en" | grep -q "^BLEU = 100.00 100.0/100.0/100.0/100.0" || fail "BLEU of the references against themselves is not 100"
 "$loom" bleu "$dir/val.hyp" "$dir/val.en" | grep -q "^BLEU = " || fail "no BLEU line"
 
 if "$loom" train --data "$dir/nowhere" --out "$dir/run2" 2> "$dir/err.txt"; then fail "training on a missing folder succeeded"; fi
 grep -q "loom: error: train: no corpus file '$dir/nowhere/train.de' or '$dir/nowhere/train.de.gz'" "$dir/err.txt" ||
   { cat "$dir/err.txt"; fail "unclear error for a missing corpus"; }
-echo "cli_translate: train, translate, bleu and a missing-corpus error all behave"
+echo "cli_translate: train, translate, average, bleu and a missing-corpus error all behave"

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "loom/nn.h"
@@ -139,4 +141,81 @@ TEST_CASE("a checkpoint that does not fit the model: named error, and the model 
   load(model, path, /*allow_unexpected=*/true);
   CHECK(model.proj.weight.to_vector<float>() == std::vector<float>(6, 0.0f));
   std::remove(path.c_str());
+}
+
+TEST_CASE("average_checkpoints: the float64 mean of three files, in order; shared metadata kept") {
+  const std::string a = temp_path("avg_a.safetensors"), b = temp_path("avg_b.safetensors"),
+                    c = temp_path("avg_c.safetensors"), out = temp_path("avg_out.safetensors");
+  const std::string config = R"({"d_model": 4})";
+  // 0.1f + 0.2f + 0.3f summed in float32 rounds differently from float64: the
+  // expected value is the float64 mean rounded once.
+  save_safetensors(a, {{"w", from_vector<float>({1, 2, 0.1f, -4}, {2, 2})},
+                       {"d", from_vector<double>({1.0}, {1}, {DType::f64})},
+                       {"n", from_vector<int64_t>({7}, {1}, {DType::i64})}},
+                   {{"config", config}, {"step", "100"}});
+  save_safetensors(b, {{"w", from_vector<float>({2, 3, 0.2f, -5}, {2, 2})},
+                       {"d", from_vector<double>({2.0}, {1}, {DType::f64})},
+                       {"n", from_vector<int64_t>({7}, {1}, {DType::i64})}},
+                   {{"config", config}, {"step", "200"}});
+  save_safetensors(c, {{"n", from_vector<int64_t>({7}, {1}, {DType::i64})},  // another order: matched by name
+                       {"d", from_vector<double>({4.0}, {1}, {DType::f64})},
+                       {"w", from_vector<float>({6, 7, 0.3f, -6}, {2, 2})}},
+                   {{"config", config}, {"step", "300"}});
+  Metadata meta = average_checkpoints({a, b, c}, out);
+  TensorFile file = load_safetensors(out);
+  REQUIRE(file.tensors.size() == 3);
+  std::map<std::string, Tensor> by_name(file.tensors.begin(), file.tensors.end());
+  const float third = static_cast<float>((double(0.1f) + double(0.2f) + double(0.3f)) / 3);
+  CHECK(by_name.at("w").to_vector<float>() == std::vector<float>{3, 4, third, -5});
+  CHECK(by_name.at("d").to_vector<double>() == std::vector<double>{7.0 / 3});
+  CHECK(by_name.at("n").to_vector<int64_t>() == std::vector<int64_t>{7});
+  CHECK(file.metadata == meta);
+  CHECK(file.metadata.at("config") == config);
+  CHECK(file.metadata.count("step") == 0);  // differs between the inputs: describes none of them
+  CHECK(file.metadata.at("averaged_from") == "[\"" + a + "\",\"" + b + "\",\"" + c + "\"]");
+  for (const auto& p : {a, b, c, out}) std::remove(p.c_str());
+}
+
+TEST_CASE("average_checkpoints: copies of one checkpoint average to its own bits") {
+  const std::string a = temp_path("avg_self.safetensors"), out = temp_path("avg_self_out.safetensors");
+  Tiny model(5);
+  save(model, a, {{"config", "{}"}});
+  for (size_t n : {2, 3, 5}) {
+    average_checkpoints(std::vector<std::string>(n, a), out);
+    TensorFile in = load_safetensors(a), averaged = load_safetensors(out);
+    REQUIRE(in.tensors.size() == averaged.tensors.size());
+    for (size_t i = 0; i < in.tensors.size(); ++i) {
+      const Tensor &x = in.tensors[i].second, &y = averaged.tensors[i].second;
+      CHECK(in.tensors[i].first == averaged.tensors[i].first);
+      CHECK(std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * sizeof(float)) == 0);
+    }
+  }
+  std::remove(a.c_str());
+  std::remove(out.c_str());
+}
+
+TEST_CASE("average_checkpoints: mismatches are errors naming the file and the tensor or field; nothing written") {
+  const std::string a = temp_path("avg_m_a.safetensors"), b = temp_path("avg_m_b.safetensors"),
+                    out = temp_path("avg_m_out.safetensors");
+  std::remove(out.c_str());
+  const Metadata meta{{"config", R"({"d_model": 4, "heads": 2})"}};
+  save_safetensors(a, {{"x", zeros({2})}, {"y", zeros({3})}}, meta);
+  auto average_error = [&] { return error_of([&] { average_checkpoints({a, b}, out); }); };
+
+  save_safetensors(b, {{"x", zeros({2})}, {"y", zeros({4})}}, meta);
+  CHECK(average_error() == "average: '" + b + "': tensor 'y' is float32 [4] but float32 [3] in '" + a + "'");
+  save_safetensors(b, {{"x", zeros({2})}, {"y", zeros({3}, {DType::f64})}}, meta);
+  CHECK(average_error() == "average: '" + b + "': tensor 'y' is float64 [3] but float32 [3] in '" + a + "'");
+  save_safetensors(b, {{"x", zeros({2})}}, meta);
+  CHECK(average_error() == "average: '" + b + "' has no tensor 'y' (float32 [3] in '" + a + "')");
+  save_safetensors(b, {{"x", zeros({2})}, {"y", zeros({3})}, {"z", zeros({1})}}, meta);
+  CHECK(average_error() == "average: '" + b + "' has a tensor 'z' that '" + a + "' lacks");
+  save_safetensors(b, {{"x", zeros({2})}, {"y", zeros({3})}}, {{"config", R"({"d_model": 8, "heads": 2})"}});
+  CHECK(average_error() == "average: '" + b + "' has another 'config' than '" + a +
+                               "': field 'd_model' is 8 here but 4 in '" + a + "'");
+  save_safetensors(b, {{"x", zeros({2})}, {"y", zeros({3})}});
+  CHECK(average_error() == "average: '" + b + "' lacks metadata 'config' but '" + a + "' has it");
+  CHECK(error_of([&] { average_checkpoints({a}, out); }) == "average: needs at least two checkpoints, got 1");
+  CHECK(!std::filesystem::exists(out));
+  for (const auto& p : {a, b}) std::remove(p.c_str());
 }

@@ -13,5 +13,6 @@ void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
 void add_bench_step_command(CLI::App& bench);
 void add_train_command(CLI::App& app);
 void add_translate_commands(CLI::App& app);  // translate, bleu
+void add_average_command(CLI::App& app);
 
 }  // namespace loom::tools

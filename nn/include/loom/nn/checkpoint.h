@@ -36,4 +36,17 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 // error naming it, and the module is left untouched. Returns the file's metadata.
 Metadata load(Module& module, const std::string& path, bool allow_unexpected = false);
 
+// Checkpoint averaging as the paper does it (the last 5 checkpoints of a base
+// model, the last 20 of a big one): every floating tensor is the element-wise
+// mean of the inputs, summed in float64 in the order given, so the result is
+// deterministic and averaging copies of one checkpoint gives its bits back.
+// Needs at least two files with the same tensor names, shapes and dtypes, and
+// the same "config" and "vocabulary" metadata; a difference is an error naming
+// the file and the tensor or field. Integer tensors must be equal everywhere.
+// The output keeps the metadata every input agrees on (config, vocabulary; not
+// step or val_loss, which describe one checkpoint) plus "averaged_from", a JSON
+// list of the input paths. Files are read one at a time (memory: the model in
+// float64 plus one checkpoint). Returns the metadata written.
+Metadata average_checkpoints(const std::vector<std::string>& paths, const std::string& out_path);
+
 }  // namespace loom::nn
