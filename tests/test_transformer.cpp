@@ -106,6 +106,11 @@ TEST_CASE("configuration: every field has a range, and the whole model a size bo
   };
   CHECK(error_with([](TransformerConfig& c) { c.max_len = int64_t{1} << 62; }) ==
         "TransformerConfig: max_len must be between 1 and 1048576, got 4611686018427387904");
+  // A float where a whole number belongs (6e19 does not fit an int64: the cast was undefined).
+  CHECK(error_of([] { TransformerConfig::from_json(R"({"src_vocab": 60000000000000000000, "tgt_vocab": 50})"); }) ==
+        "TransformerConfig: src_vocab must be a whole number, got 6e+19");
+  CHECK(error_of([] { TransformerConfig::from_json(R"({"src_vocab": 10, "d_model": 16.5})"); }) ==
+        "TransformerConfig: d_model must be a whole number, got 16.5");
   CHECK(error_with([](TransformerConfig& c) { c.encoder_layers = 100000; }) ==
         "TransformerConfig: encoder_layers must be between 1 and 1000, got 100000");
   CHECK(error_with([](TransformerConfig& c) { c.heads = 128; }) ==

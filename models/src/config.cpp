@@ -59,10 +59,26 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TransformerConfig, src_vocab, tgt_vocab, d_mo
 
 std::string TransformerConfig::to_json() const { return nlohmann::json(*this).dump(); }
 
+namespace {
+// The integer fields must hold JSON integers: nlohmann converts a float with a
+// plain cast, undefined behaviour outside int64's range (6e19 here: found by fuzz_config).
+void check_integer_fields(const nlohmann::json& j) {
+  if (!j.is_object()) return;  // get_to names that error
+  for (const char* field :
+       {"src_vocab", "tgt_vocab", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers", "max_len", "pad_id"}) {
+    auto it = j.find(field);
+    if (it != j.end() && it->is_number() && !it->is_number_integer())
+      fail("TransformerConfig: {} must be a whole number, got {}", field, it->dump());
+  }
+}
+}  // namespace
+
 TransformerConfig TransformerConfig::from_json(const std::string& text) {
   TransformerConfig c;
   try {
-    nlohmann::json::parse(text).get_to(c);
+    nlohmann::json j = nlohmann::json::parse(text);
+    check_integer_fields(j);
+    j.get_to(c);
   } catch (const nlohmann::json::exception& e) {  // names the missing or mistyped field
     fail("TransformerConfig: cannot read the configuration: {}", e.what());
   }
