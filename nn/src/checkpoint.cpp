@@ -105,6 +105,8 @@ TensorFile load_safetensors(const std::string& path) {
   } catch (const json::parse_error& e) {
     fail("load_safetensors '{}': the JSON header is corrupt at byte offset {} of the file: {}", path, 8 + e.byte - 1,
          e.what());
+  } catch (const json::exception& e) {  // e.g. a number too large for any JSON number type (found by fuzz_safetensors)
+    fail("load_safetensors '{}': the JSON header cannot be read: {}", path, e.what());
   }
   LOOM_CHECK(header.is_object(), "load_safetensors '{}': the header is not a JSON object", path);
 
