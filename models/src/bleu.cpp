@@ -175,7 +175,8 @@ BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
     }
   }
   for (double p : s.precisions) log_sum += p == 0.0 ? -9999999999.0 : std::log(p);
-  s.score = s.brevity_penalty * std::exp(log_sum / 4);
+  // exp(log 100) can round to 100.00000000000004 (found by fuzz_bleu): BLEU never exceeds 100.
+  s.score = std::min(100.0, s.brevity_penalty * std::exp(log_sum / 4));
   return s;
 }
 
