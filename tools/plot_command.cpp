@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "gnuplot.h"
 #include "loom/error.h"
+#include "options.h"
 #include "training_monitor.h"
 
 namespace loom::tools {
@@ -103,8 +104,8 @@ void add_plot_command(CLI::App& app) {
   auto o = std::make_shared<PlotOptions>();
   cmd->add_option("runs", o->runs, "run folders (each with metrics.jsonl)")->required();
   cmd->add_option("--out", o->out, "picture to write: .png or .svg")->required();
-  cmd->add_option("--width", o->width, "pixels")->capture_default_str()->check(CLI::Range(200, 10000));
-  cmd->add_option("--height", o->height, "pixels")->capture_default_str()->check(CLI::Range(200, 10000));
+  cmd->add_option("--width", o->width, "pixels")->capture_default_str()->check(in_range(200, 10000));
+  cmd->add_option("--height", o->height, "pixels")->capture_default_str()->check(in_range(200, 10000));
   cmd->callback([o] { run_plot(*o); });
 }
 
