@@ -13,6 +13,15 @@ for study in scaling positions noam masks; do
   "$loom" study "$study" --out "$dir" > "$dir/$study.log" || { cat "$dir/$study.log"; fail "study $study failed"; }
   grep -q "^table: $dir/$study.csv" "$dir/$study.log" || fail "study $study printed no table line"
 done
+# The studies that train: tiny runs on a made-up corpus (a few steps: this checks the machinery, not the paper).
+make_corpus train 120
+make_corpus val 12
+for study in label-smoothing norm-warmup; do
+  "$loom" study "$study" --data "$dir" --out "$dir" --steps 2 --sentences 100 --vocab 50 > "$dir/$study.log" 2>&1 ||
+    { cat "$dir/$study.log"; fail "study $study failed"; }
+done
+if "$loom" study norm-warmup --out "$dir" 2> "$dir/err.txt"; then fail "norm-warmup ran without --data"; fi
+grep -q "study norm-warmup: --data is required" "$dir/err.txt" || fail "no message for a missing --data"
 if "$loom" study nonsense --out "$dir" 2> "$dir/err.txt"; then fail "an unknown study ran"; fi
 grep -q "study: no study named 'nonsense' (the studies are " "$dir/err.txt" || fail "no message for an unknown study"
 
@@ -21,7 +30,7 @@ import csv, math, sys
 d = sys.argv[1]
 def table(name):
     return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(open(f"{d}/{name}.csv"))]
-for name in ("scaling", "positions", "noam", "masks"):
+for name in ("scaling", "positions", "noam", "masks", "label-smoothing", "norm-warmup"):
     assert open(f"{d}/{name}.png", "rb").read(8) == b"\x89PNG\r\n\x1a\n", name
     assert open(f"{d}/{name}.svg").read(200).startswith("<?xml"), name
 # scaling: Var(q.k) = d_k within 4 standard errors; scaled, 1; saturation and vanishing gradients without the scale.
@@ -46,5 +55,25 @@ for r in table("noam"):
 for r in table("masks"):
     assert r["masked_entries"] == (6 * (6 - r["length"]) if r["mask"] == 0 else 15), r
     assert r["max_weight_on_masked"] == 0 and abs(r["min_row_sum"] - 1) < 1e-12 and abs(r["max_row_sum"] - 1) < 1e-12, r
+# label smoothing: the targets read back from the loss's gradient are (1 - eps + eps/V, eps/V); runs give finite numbers.
+for r in table("label-smoothing-targets"):
+    assert abs(r["q_target"] - (1 - r["eps"] + r["eps"] / 10)) < 1e-12 and abs(r["q_other"] - r["eps"] / 10) < 1e-12, r
+    assert abs(r["q_sum"] - 1) < 1e-12, r
+runs = table("label-smoothing")
+assert sorted({r["eps"] for r in runs}) == [0, 0.1] and len(runs) == 4, runs
+assert all(1 < r["val_ppl"] < 1e6 and 0 <= r["val_bleu"] <= 100 for r in runs), runs
+# norm-warmup: per-layer norms add up to the global one; pre-norm alone has final norms; the first
+# gradient comes before any update, so it is the same with and without warm-up.
+rows = table("norm-warmup")
+assert len(rows) == 4 * 2, len(rows)
+layer_names = [k for k in rows[0] if k not in ("pre_norm", "warmup", "step", "loss", "grad_norm")]
+for r in rows:
+    parts = [r[k] for k in layer_names if not math.isnan(r[k])]
+    assert abs(math.sqrt(sum(p * p for p in parts)) - r["grad_norm"]) < 1e-9 * r["grad_norm"], r
+    assert math.isnan(r["encoder.norm"]) == (r["pre_norm"] == 0), r
+first = {(r["pre_norm"], r["warmup"]): r for r in rows if r["step"] == 1}
+for pre in (0, 1):
+    assert first[(pre, 100)]["grad_norm"] == first[(pre, 1)]["grad_norm"], first
+    assert first[(0, 100)]["grad_norm"] != first[(1, 100)]["grad_norm"]
 PY
 echo "cli_study: every study's picture and table check out"

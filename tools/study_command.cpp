@@ -40,7 +40,8 @@ namespace {
 
 const std::map<std::string, std::function<void(const StudyOptions&)>>& studies() {
   static const std::map<std::string, std::function<void(const StudyOptions&)>> all = {
-      {"scaling", study_scaling}, {"positions", study_positions}, {"noam", study_noam}, {"masks", study_masks}};
+      {"scaling", study_scaling}, {"positions", study_positions}, {"noam", study_noam}, {"masks", study_masks},
+      {"label-smoothing", study_label_smoothing}, {"norm-warmup", study_norm_warmup}};
   return all;
 }
 
@@ -58,6 +59,9 @@ void add_study_command(CLI::App& app) {
   cmd->add_option("--sentences", o->sentences, "training pairs read by the studies that train")
       ->capture_default_str()
       ->check(in_range(10, 1000000));
+  cmd->add_option("--vocab", o->vocab, "SentencePiece pieces of those studies' vocabulary")
+      ->capture_default_str()
+      ->check(in_range(5, 1000000));
   cmd->add_option("--steps", o->steps, "training steps of those studies (0: the study's default)")
       ->capture_default_str()
       ->check(in_range(0, 1000000));
