@@ -97,5 +97,46 @@ for kind, rows, cols in (("encoder", S, S), ("decoder", T, T), ("cross", T, S)):
             assert ("&lt;/s>" in text) == (kind != "decoder") and ("&lt;s>" in text) == (kind != "encoder"), path
 w2 = json.load(open(f"{d}/att2-weights.json"))
 assert [l["layer"] for l in w2["encoder"]] == [2]
+
+# In the pixels of the decoder's heat map (layer 2): the first query sees only itself (weight 1: the
+# palette's darkest blue); the cell right of it is masked (weight 0: white, colder than any attended cell).
+import zlib
+def png_pixels(path):
+    data = open(path, "rb").read()
+    width, height = png_size(path)
+    pos, idat = 8, b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IHDR":
+            assert data[pos + 16] == 8 and data[pos + 17] in (2, 6), "8-bit RGB(A) expected"
+            channels = 3 if data[pos + 17] == 2 else 4
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    raw, stride, rows, prev = zlib.decompress(idat), width * channels, [], bytearray(width * channels)
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b, c = prev[i], prev[i - channels] if i >= channels else 0
+            p = a + b - c
+            pred = [0, a, b, (a + b) // 2, a if abs(p - a) <= min(abs(p - b), abs(p - c)) else (b if abs(p - b) <= abs(p - c) else c)][f]
+            line[i] = (line[i] + pred) & 255
+        rows.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
+        prev = line
+    return rows
+weights = w2["decoder"][0]["heads"][0]
+T = len(w2["target_pieces"])
+assert T >= 2 and weights[0] == 1.0 and weights[1] == 0.0, (T, weights[:2])
+px = png_pixels(f"{d}/att2-decoder.png")
+darkest = (0x08, 0x30, 0x6b)
+y0, x0 = next((y, row.index(darkest)) for y, row in enumerate(px) if darkest in row)   # cell (0, 0), top left
+x1 = x0
+while px[y0][x1 + 1] == darkest:
+    x1 += 1
+cell = x1 - x0 + 1
+masked = px[y0 + cell // 2][x0 + cell + cell // 2]     # cell (0, 1): above the diagonal
+attended = px[y0 + cell // 2][x0 + cell // 2]
+assert masked == (255, 255, 255) and sum(attended) < sum(masked), (masked, attended, cell)
 PY
 echo "cli_watch: metrics, plot and attention maps all check out"
