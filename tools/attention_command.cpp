@@ -98,9 +98,16 @@ void run_attention(const AttentionOptions& o) {
       layers_json.push_back({{"layer", l + 1}, {"heads", heads_json}});
     }
     json[kind.name] = layers_json;
+    // The title fits a panel row: long sentences are cut (the JSON keeps them whole).
+    auto cut = [](const std::string& text) {
+      if (text.size() <= 60) return text;
+      size_t end = 57;
+      while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a UTF-8 character
+      return text.substr(0, end) + "...";
+    };
     for (const char* ext : {".png", ".svg"})
       draw_heatmaps(o.out + "-" + kind.name + ext, panels, heads,
-                    {.title = fmt::format("{}: \"{}\" -> \"{}\"", kind.title, o.input, translation),
+                    {.title = fmt::format("{}: \"{}\" -> \"{}\"", kind.title, cut(o.input), cut(translation)),
                      .x_label = std::string(kind.name) == "cross" ? "source (keys)" : "keys",
                      .y_label = "queries"});
     fmt::print("{}: {} -> {}-{}.png, .svg\n", kind.title,
