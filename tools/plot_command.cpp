@@ -46,11 +46,13 @@ void run_plot(const PlotOptions& o) {
   };
   std::vector<Series> series(o.runs.size());
   size_t with_data = 0;
+  double last_step = 1;  // every panel spans the same steps, so the panels line up
   for (size_t i = 0; i < o.runs.size(); ++i) {
     const std::string path = o.runs[i] + "/metrics.jsonl";
     LOOM_CHECK(std::filesystem::exists(path), "plot: '{}' has no metrics.jsonl (written by `loom train`)", o.runs[i]);
     int64_t skipped = 0;
     for (const nlohmann::json& r : read_metrics(path, &skipped)) {
+      if (r.contains("step") && r["step"].is_number()) last_step = std::max(last_step, r["step"].get<double>());
       if (r["type"] == "train")
         series[i].train += fmt::format("{} {} {} {}\n", value(r, "step"), value(r, "loss"), value(r, "lr"),
                                        value(r, "grad_norm"));
@@ -71,7 +73,7 @@ void run_plot(const PlotOptions& o) {
 
   std::ostream& s = figure.script();
   s << "set multiplot layout 2,2 title " << gnuplot_quote("loom plot: " + std::to_string(o.runs.size()) + " run(s)")
-    << "\nset grid\nset key top right\nset xlabel 'step'\n";
+    << "\nset grid\nset key top right\nset xlabel 'step'\n" << fmt::format("set xrange [0:{}]\n", last_step);
   // One panel: for each run with data in `block`, column `column` against the step.
   auto panel = [&](const std::string& title, const char* block, int column, const std::string& style, bool log_y) {
     s << "set title " << gnuplot_quote(title) << "\n" << (log_y ? "set logscale y\n" : "unset logscale y\n");
