@@ -73,7 +73,7 @@ void run_plot(const PlotOptions& o) {
 
   std::ostream& s = figure.script();
   s << "set multiplot layout 2,2 title " << gnuplot_quote("loom plot: " + std::to_string(o.runs.size()) + " run(s)")
-    << "\nset grid\nset key top right\nset xlabel 'step'\n" << fmt::format("set xrange [0:{}]\n", last_step);
+    << "\nset grid\nset key top right\nset xlabel 'step'\n" << fmt::format("set xrange [0:{}]\n", last_step * 1.02);
   // One panel: for each run with data in `block`, column `column` against the step.
   auto panel = [&](const std::string& title, const char* block, int column, const std::string& style, bool log_y) {
     s << "set title " << gnuplot_quote(title) << "\n" << (log_y ? "set logscale y\n" : "unset logscale y\n");
