@@ -50,6 +50,9 @@ printf '{"type":"train","step":8,"lo' >> "$dir/run2/metrics.jsonl"
 "$loom" plot "$dir/run" "$dir/run2" --out "$dir/curves.png" 2> "$dir/plot.err" > /dev/null || { cat "$dir/plot.err"; fail "plot failed"; }
 grep -q "skipped 1 line(s) of '$dir/run2/metrics.jsonl'" "$dir/plot.err" || { cat "$dir/plot.err"; fail "no warning"; }
 "$loom" plot "$dir/run" --out "$dir/curves.svg" > /dev/null
+"$loom" plot "$dir/run" --layers --out "$dir/layers.svg" > /dev/null
+grep -q "update / weight ratio per layer" "$dir/layers.svg" && grep -q ">encoder.layers.1<" "$dir/layers.svg" ||
+  fail "plot --layers drew no per-layer panels"
 if "$loom" plot "$dir/run" --out "$dir/curves.jpg" 2> "$dir/err.txt"; then fail "a .jpg was accepted"; fi
 grep -q "must end in .png or .svg" "$dir/err.txt" || fail "no message for a .jpg"
 if "$loom" plot "$dir/nowhere" --out "$dir/x.png" 2> "$dir/err.txt"; then fail "a missing run was accepted"; fi
