@@ -60,7 +60,7 @@ void draw_heatmaps(const std::string& path, const std::vector<HeatMap>& maps, in
                                : "set xtics " + tics(m.col_labels) + " rotate by 90 right\n")
       << (m.row_labels.empty() ? "set ytics autofreq\n" : "set ytics " + tics(m.row_labels) + "\n")
       << "set xlabel " << gnuplot_quote(style.x_label) << "\nset ylabel " << gnuplot_quote(style.y_label) << "\n"
-      << fmt::format("plot $m{} matrix with image pixels\n", k);
+      << fmt::format("plot $m{} matrix with image\n", k);
   }
   s << "unset multiplot\n";
   figure.render();
