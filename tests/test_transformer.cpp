@@ -80,6 +80,53 @@ TEST_CASE("the decoder never sees the future; source padding is invisible") {
   CHECK(mask == std::vector<bool>{false, false, false, false, true, true, false, false, false, false, false, false});
 }
 
+TEST_CASE("attention_maps: every layer's weights, rows summing to 1, nothing from the future; the model is left as it was") {
+  Generator gen(3);
+  TransformerConfig config = presets::tiny(20);
+  Transformer model(config, gen);
+  const std::vector<int64_t> src = {5, 6, 7, 8, 3}, tgt_in = {2, 9, 10};
+  AttentionMaps maps = attention_maps(model, src, tgt_in);
+  REQUIRE(maps.encoder_self.size() == 2);
+  REQUIRE(maps.decoder_self.size() == 2);
+  REQUIRE(maps.cross.size() == 2);
+  auto check = [](const Tensor& w, int64_t rows, int64_t cols, bool causal) {
+    REQUIRE(w.shape() == Shape{4, rows, cols});
+    const std::vector<float> v = w.to_vector<float>();
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t r = 0; r < rows; ++r) {
+        double row = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const float x = v[static_cast<size_t>((h * rows + r) * cols + c)];
+          row += x;
+          if (causal && c > r) CHECK(x == 0.0f);
+          if (!causal || c <= r) CHECK(x > 0.0f);
+        }
+        CHECK(row == doctest::Approx(1.0).epsilon(1e-5));
+      }
+  };
+  for (int64_t l = 0; l < 2; ++l) {
+    check(maps.encoder_self[l], 5, 5, false);
+    check(maps.decoder_self[l], 3, 3, true);
+    check(maps.cross[l], 3, 5, false);
+  }
+  // The weights are the ones the model's own forward computes (eval mode: no dropout).
+  model.eval();
+  model.encoder[0]->self_attn.keep_weights(true);
+  model(from_vector(src, {1, 5}, {DType::i64}), from_vector(tgt_in, {1, 3}, {DType::i64}));
+  CHECK(model.encoder[0]->self_attn.last_weights().reshape({4, 5, 5}).to_vector<float>() ==
+        maps.encoder_self[0].to_vector<float>());
+  model.encoder[0]->self_attn.keep_weights(false);
+  // Left as it was: in training mode (it was built so), weights no longer kept.
+  model.train();
+  attention_maps(model, src, tgt_in);
+  CHECK(model.is_training());
+  const Tensor before = model.decoder[1]->cross_attn.last_weights();
+  model(from_vector(src, {1, 5}, {DType::i64}), from_vector(tgt_in, {1, 3}, {DType::i64}));
+  CHECK(model.decoder[1]->cross_attn.last_weights().same(before));
+  CHECK(error_of([&] { attention_maps(model, {}, tgt_in); }).find("attention_maps: the source (0 ids)") !=
+        std::string::npos);
+}
+
 TEST_CASE("configuration: JSON round trip, presets by name, errors name the field") {
   TransformerConfig c = presets::small(8000);
   c.pre_norm = true;

@@ -14,5 +14,8 @@ void add_bench_step_command(CLI::App& bench);
 void add_train_command(CLI::App& app);
 void add_translate_commands(CLI::App& app);  // translate, bleu
 void add_average_command(CLI::App& app);
+void add_plot_command(CLI::App& app);       // tools/plot_command.cpp
+void add_attention_command(CLI::App& app);  // tools/attention_command.cpp
+void add_study_command(CLI::App& app);      // tools/study_command.cpp
 
 }  // namespace loom::tools

@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
     loom::tools::add_train_command(app);
     loom::tools::add_translate_commands(app);
     loom::tools::add_average_command(app);
+    loom::tools::add_plot_command(app);
+    loom::tools::add_attention_command(app);
+    loom::tools::add_study_command(app);
     if (std::string message = missing_or_unknown_command(app, argc, argv); !message.empty()) return error(message, 2);
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help

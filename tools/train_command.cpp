@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "options.h"
+#include "training_monitor.h"
 #include "loom/backend.h"
 #include "loom/models.h"
 #include "loom/ops.h"
@@ -109,6 +110,16 @@ void prepare_out(const std::string& out) {
              std::strerror(errno));
 }
 
+// The bar's total (every epoch as long as this one, or --max-steps) and the run's settings in metrics.jsonl.
+MonitorOptions monitor_options(const TrainOptions& o, size_t batches_per_epoch, const models::TransformerConfig& config) {
+  int64_t total = o.epochs * static_cast<int64_t>(batches_per_epoch);
+  if (o.max_steps > 0) total = std::min(total, o.max_steps);
+  return {.out = o.out, .log_every = o.log_every, .total_steps = total,
+          .run_info = {{"preset", o.preset}, {"seed", o.seed}, {"warmup", o.warmup}, {"lr_factor", o.lr_factor},
+                       {"label_smoothing", o.label_smoothing}, {"dropout", config.dropout},
+                       {"pre_norm", config.pre_norm}, {"d_model", config.d_model}}};
+}
+
 void run_train(const TrainOptions& o) {
   LOOM_CHECK(o.max_tokens > o.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
              o.max_tokens, o.max_len);
@@ -145,7 +156,6 @@ void run_train(const TrainOptions& o) {
              o.threads);
   std::vector<models::Batch> val_batches = make_batches(val_pairs, o.max_tokens, o.max_len, shuffle);
 
-  const std::vector<Tensor> params = model.parameters();
   // A diverged run stops before it reaches the checkpoint: the last good one stays.
   std::string last_saved = fmt::format("'{}' is left as it was", checkpoint);
   auto diverged = [&](const std::string& what, int64_t step, double value, double lr) {
@@ -153,35 +163,23 @@ void run_train(const TrainOptions& o) {
          last_saved);
   };
   int64_t step = 0;
+  std::unique_ptr<TrainingMonitor> monitor;
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
     std::vector<models::Batch> batches = make_batches(train_pairs, o.max_tokens, o.max_len, shuffle);
-    auto window_start = std::chrono::steady_clock::now();
-    double window_loss = 0, window_tokens = 0;
+    if (!monitor) monitor = std::make_unique<TrainingMonitor>(model, monitor_options(o, batches.size(), config));
     for (const models::Batch& b : batches) {
       Tensor loss = label_smoothed_cross_entropy(model(b.src, b.tgt_in), b.tgt_out, o.label_smoothing,
                                                  models::Vocabulary::kPad);
       adam.zero_grad();
       loss.backward();
-      const bool log = (step + 1) % o.log_every == 0;
-      const double norm = log ? optim::grad_norm(params) : 0.0;  // a pass over every gradient: only when printed
+      // Gradient norms are a pass over every gradient: only on the steps that are logged.
+      if (monitor->is_log_step(step + 1)) monitor->capture_gradients();
       const double lr = noam.step();
       const double loss_value = loss.item<double>();
       if (!std::isfinite(loss_value)) diverged("the training loss", step + 1, loss_value, lr);
       adam.step();
       ++step;
-      window_loss += loss_value * static_cast<double>(b.tgt_tokens);
-      window_tokens += static_cast<double>(b.tgt_tokens);
-      if (log) {
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
-        const AllocatorStats memory = allocator(kCPU).stats();
-        fmt::print("step {:6d}  epoch {:3d}  loss {:.4f}  lr {:.2e}  grad-norm {:.3f}  {:.0f} target tokens/s  "
-                   "memory: peak {:.0f} MiB, cached {:.0f} MiB\n",
-                   step, epoch, window_loss / window_tokens, lr, norm, window_tokens / seconds,
-                   memory.peak_bytes_in_use / 1048576.0, memory.bytes_cached / 1048576.0);
-        std::fflush(stdout);
-        window_loss = window_tokens = 0;
-        window_start = std::chrono::steady_clock::now();
-      }
+      monitor->step_done(step, epoch, loss_value, b.tgt_tokens, lr);
       if (o.max_steps > 0 && step >= o.max_steps) break;
     }
     const double val_loss = evaluate(model, val_batches, o.label_smoothing);
@@ -190,8 +188,9 @@ void run_train(const TrainOptions& o) {
              {{"config", config.to_json()}, {"vocabulary", "spm.model"}, {"step", std::to_string(step)},
               {"epoch", std::to_string(epoch)}, {"val_loss", fmt::format("{:.6f}", val_loss)}});
     last_saved = fmt::format("'{}' keeps epoch {}, step {}", checkpoint, epoch, step);
-    fmt::print("epoch {:3d} done: step {}, validation loss {:.4f}; saved {}\n", epoch, step, val_loss, checkpoint);
-    std::fflush(stdout);
+    monitor->validation(step, epoch, val_loss);
+    monitor->print(fmt::format("epoch {:3d} done: step {}, validation loss {:.4f}; saved {}", epoch, step, val_loss,
+                               checkpoint));
     if (o.max_steps > 0 && step >= o.max_steps) break;
   }
 }

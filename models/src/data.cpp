@@ -123,6 +123,11 @@ std::string Vocabulary::decode(const std::vector<int64_t>& ids) const {
   return text;
 }
 
+std::string Vocabulary::piece(int64_t id) const {
+  LOOM_CHECK(id >= 0 && id < size(), "Vocabulary: id {} is out of range for a vocabulary of {}", id, size());
+  return processor_->IdToPiece(static_cast<int>(id));
+}
+
 int64_t Vocabulary::size() const { return processor_->GetPieceSize(); }
 
 // ---- batching ----

@@ -1,5 +1,6 @@
 #pragma once
 // loom::models: the Transformer, its presets and decoding.
+#include "loom/models/attention_maps.h"
 #include "loom/models/bleu.h"
 #include "loom/models/data.h"
 #include "loom/models/decode.h"

@@ -46,6 +46,7 @@ class Vocabulary {
 
   std::vector<int64_t> encode(const std::string& text) const;   // pieces, no bos/eos
   std::string decode(const std::vector<int64_t>& ids) const;    // stops at eos, skips pad/bos
+  std::string piece(int64_t id) const;  // the subword itself ("▁Hund"), for labels
   int64_t size() const;
   const std::string& path() const { return path_; }
 

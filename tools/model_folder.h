@@ -1,0 +1,20 @@
+#pragma once
+// A model folder written by `loom train` (model.safetensors with its
+// configuration in the metadata, and the SentencePiece vocabulary beside it),
+// loaded for the commands that run a trained model.
+#include <memory>
+#include <string>
+
+#include "loom/models.h"
+
+namespace loom::tools {
+
+struct ModelFolder {
+  std::unique_ptr<models::Vocabulary> vocab;
+  std::unique_ptr<models::Transformer> model;  // in eval mode
+};
+
+// Errors name `command` and the file at fault.
+ModelFolder load_model_folder(const std::string& dir, const std::string& command);
+
+}  // namespace loom::tools
