@@ -18,11 +18,13 @@ namespace {
 struct TranslateOptions {
   std::string model = "runs/multi30k-de-en", input, output;
   int64_t beam = 4, batch = 32, extra_len = 50;
+  int64_t nbest = 0;  // 0: one translation per line; N: the N best hypotheses with their scores
   double alpha = 0.6;
   int threads = 2;
 };
 
 void run_translate(const TranslateOptions& o) {
+  LOOM_CHECK(o.nbest <= o.beam, "translate: --nbest {} asks for more hypotheses than --beam {} keeps", o.nbest, o.beam);
   use_threads(o.threads);
   const std::string checkpoint = o.model + "/model.safetensors";
   nn::TensorFile file = nn::load_safetensors(checkpoint);
@@ -71,9 +73,18 @@ void run_translate(const TranslateOptions& o) {
     Tensor src = from_vector(flat, {static_cast<int64_t>(ids.size()), static_cast<int64_t>(longest)}, {DType::i64});
     // The target prefix (bos + output) must fit the positional table too.
     const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(longest) + o.extra_len, model.config().max_len - 1);
-    auto hyps = models::beam_search(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
-                                    {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len});
-    for (const auto& h : hyps) out << vocab.decode(h.tokens) << '\n';
+    auto hyps = models::beam_search(
+        model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
+        {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len, .nbest = std::max<int64_t>(o.nbest, 1)});
+    for (size_t i = 0; i < hyps.size(); ++i) {
+      if (o.nbest == 0) {
+        out << vocab.decode(hyps[i][0].tokens) << '\n';
+        continue;
+      }
+      for (size_t rank = 0; rank < hyps[i].size(); ++rank)  // see README: line, rank, score, log p, text
+        out << fmt::format("{}\t{}\t{:.4f}\t{:.4f}\t{}\n", first + i + 1, rank + 1, hyps[i][rank].score,
+                           hyps[i][rank].log_prob, vocab.decode(hyps[i][rank].tokens));
+    }
     out.flush();
   }
   if (file_out) file_out->commit();
@@ -89,6 +100,10 @@ void add_translate_commands(CLI::App& app) {
   cmd->add_option("--output", o->output, "where to write translations (default: stdout)");
   cmd->add_option("--beam", o->beam, "beam size")->capture_default_str()->check(in_range(1, 1000));
   cmd->add_option("--alpha", o->alpha, "length penalty exponent")->capture_default_str()->check(in_range(0, 10));
+  cmd->add_option("--nbest", o->nbest,
+                  "print the N best finished hypotheses per line as LINE<TAB>RANK<TAB>SCORE<TAB>LOGPROB<TAB>TEXT "
+                  "(SCORE = LOGPROB / ((5 + length) / 6)^alpha, what the beam maximizes)")
+      ->check(in_range(1, 1000));
   cmd->add_option("--batch", o->batch, "sentences decoded together")->capture_default_str()->check(in_range(1, 10000));
   cmd->add_option("--extra-len", o->extra_len, "longest output: input length + this (at most the model's max_len)")
       ->capture_default_str()
