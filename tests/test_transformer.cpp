@@ -169,9 +169,10 @@ std::vector<Hypothesis> best_of(const std::vector<std::vector<Hypothesis>>& nbes
 }
 
 // decode_step against decode's last position, then greedy and beam search (beam 1,
-// 4 and its 4-best, alpha 0 and 0.6, cut short and not) against their references:
-// the same tokens, scores equal to float rounding.
-void check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos, int64_t eos) {
+// 4 and its 4-best, alpha 0 and 0.6, cut short and long) against their references:
+// the same tokens, scores equal to float rounding. Returns the longest output seen.
+size_t check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos, int64_t eos) {
+  size_t longest = 0;
   NoGradGuard no_grad;
   model.eval();
   {
@@ -205,7 +206,7 @@ void check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos, i
     CHECK(error_of([&] { state.select({2 * batch}); }) ==
           fmt::format("DecoderState::select: row {} of {} does not exist", 2 * batch, 2 * batch));
   }
-  for (int64_t max_len : {3, 12}) {
+  for (int64_t max_len : {3, 12, 40}) {  // 40: the self-attention cache grows past its first 16 positions
     CAPTURE(max_len);
     Tensor fast = greedy_decode(model, src, bos, eos, max_len), slow = greedy_decode_reference(model, src, bos, eos, max_len);
     CHECK(fast.shape() == slow.shape());
@@ -222,6 +223,7 @@ void check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos, i
         CHECK(static_cast<int64_t>(cached[b].size()) <= o.nbest);
         for (size_t k = 0; k < cached[b].size(); ++k) {
           CHECK(cached[b][k].tokens == reference[b][k].tokens);
+          longest = std::max(longest, cached[b][k].tokens.size());
           CHECK(cached[b][k].log_prob == doctest::Approx(reference[b][k].log_prob).epsilon(1e-5));
           CHECK(cached[b][k].score == doctest::Approx(reference[b][k].score).epsilon(1e-5));
           if (k > 0) CHECK(cached[b][k].score <= cached[b][k - 1].score);
@@ -229,6 +231,7 @@ void check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos, i
       }
     }
   }
+  return longest;
 }
 }  // namespace
 
@@ -329,7 +332,7 @@ TEST_CASE("the cached decoders give the reference decoders' tokens on untrained 
     std::vector<int64_t> s;
     for (int64_t b = 0; b < 6; ++b)
       for (int64_t i = 0; i < 8; ++i) s.push_back(i < 2 + b ? 3 + static_cast<int64_t>(r[b * 8 + i] * 8) : i == 2 + b ? 2 : 0);
-    check_cached_decoding(model, ids(s, 6), 1, 2);
+    CHECK(check_cached_decoding(model, ids(s, 6), 1, 2) > 16);  // past the cache's first capacity
   }
 }
 

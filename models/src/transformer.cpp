@@ -1,5 +1,6 @@
 #include "loom/models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "loom/ops.h"
@@ -62,14 +63,30 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor
   return norm3(add(z, dropout(feed_forward(z))));
 }
 
+namespace {
+// Appends one position ([N, heads, 1, d_head]) to a cache buffer, doubling its capacity when full.
+void append(Tensor& buffer, int64_t length, const Tensor& newest) {
+  const int64_t capacity = buffer.defined() ? buffer.shape()[2] : 0;
+  if (length == capacity) {
+    Shape shape = newest.shape();
+    shape[2] = std::max<int64_t>(16, 2 * capacity);
+    Tensor grown = Tensor::empty(shape, {newest.dtype(), newest.device()});
+    if (length > 0) copy_(grown.narrow(2, 0, length), buffer.narrow(2, 0, length));
+    buffer = grown;
+  }
+  copy_(buffer.narrow(2, length, 1), newest);
+}
+}  // namespace
+
 Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const Tensor& src_mask) {
+  NoGradGuard no_grad;
   auto attend_self = [&](const Tensor& h) {
     nn::MultiHeadAttention::KeyValue newest = self_attn.project_key_value(h, h);
-    cache.self = cache.self.key.defined()
-                     ? nn::MultiHeadAttention::KeyValue{cat({cache.self.key, newest.key}, 2),
-                                                        cat({cache.self.value, newest.value}, 2)}
-                     : newest;
-    return self_attn.attend(h, cache.self);  // no mask: every cached position is in the past
+    append(cache.keys, cache.length, newest.key);
+    append(cache.values, cache.length, newest.value);
+    ++cache.length;
+    // No mask: every cached position is in the past.
+    return self_attn.attend(h, {cache.keys.narrow(2, 0, cache.length), cache.values.narrow(2, 0, cache.length)});
   };
   if (pre_norm_) {
     Tensor y = add(x, dropout(attend_self(norm1(x))));
@@ -136,11 +153,12 @@ Tensor Transformer::decode(const Encoded& encoded, const Tensor& tgt_in) {
 }
 
 Transformer::DecoderState Transformer::start_decoding(const Encoded& encoded) {
+  NoGradGuard no_grad;
   DecoderState state;
   const int64_t batch = encoded.memory.shape()[0];
   for (auto& layer : decoder) {
     state.sources_.push_back(layer->cross_attn.project_key_value(encoded.memory, encoded.memory));
-    state.layers_.push_back({{}, state.sources_.back()});
+    state.layers_.push_back({.source = state.sources_.back()});
   }
   state.src_mask_ = state.row_src_mask_ = encoded.src_mask;
   for (int64_t b = 0; b < batch; ++b) state.sentence_.push_back(b);
@@ -161,10 +179,13 @@ void Transformer::DecoderState::select(const std::vector<int64_t>& rows) {
   const bool same_sentences = sentence == sentence_;
   const Tensor sentence_index = from_vector(sentence, {static_cast<int64_t>(sentence.size())}, {DType::i64});
   for (size_t l = 0; l < layers_.size(); ++l) {
-    auto& self = layers_[l].self;
-    if (self.key.defined()) self = {index_select(self.key, 0, row_index), index_select(self.value, 0, row_index)};
+    DecoderLayerCache& layer = layers_[l];
+    if (layer.keys.defined()) {
+      layer.keys = index_select(layer.keys, 0, row_index);
+      layer.values = index_select(layer.values, 0, row_index);
+    }
     if (!same_sentences)
-      layers_[l].source = {index_select(sources_[l].key, 0, sentence_index),
+      layer.source = {index_select(sources_[l].key, 0, sentence_index),
                            index_select(sources_[l].value, 0, sentence_index)};
   }
   if (!same_sentences) row_src_mask_ = index_select(src_mask_, 0, sentence_index);
@@ -175,6 +196,7 @@ Tensor Transformer::decode_step(DecoderState& state, const Tensor& tokens) {
   LOOM_CHECK(tokens.dim() == 1 && tokens.dtype() == DType::i64 && tokens.shape()[0] == state.rows(),
              "Transformer::decode_step: expected int64 [{}] tokens (one per row), got {} {}", state.rows(),
              dtype_name(tokens.dtype()), tokens.shape());
+  NoGradGuard no_grad;
   const int64_t rows = state.rows();
   Tensor x = embed(tgt_embed, tokens.reshape({rows, 1}), state.fed_);
   for (size_t l = 0; l < decoder.size(); ++l) x = decoder[l]->step(x, state.layers_[l], state.row_src_mask_);

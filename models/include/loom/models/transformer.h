@@ -63,7 +63,11 @@ class EncoderLayer : public nn::Module {
 
 // What a decoder layer keeps between decoding steps, per row (hypothesis).
 struct DecoderLayerCache {
-  nn::MultiHeadAttention::KeyValue self;    // [N, heads, tokens fed so far, d_head]: one more each step
+  // Self-attention keys and values of the tokens fed so far, positions [0, length)
+  // of [N, heads, capacity, d_head] buffers; a step writes one position in place
+  // (capacity doubles when full), so a step costs O(1) copies, not O(length).
+  Tensor keys, values;
+  int64_t length = 0;
   nn::MultiHeadAttention::KeyValue source;  // [N, heads, S, d_head]: the encoder output's, projected once
 };
 
@@ -72,7 +76,8 @@ class DecoderLayer : public nn::Module {
   DecoderLayer(const TransformerConfig& config, Generator& gen);
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask);
   // forward for the newest position only: x [N, 1, d_model] attends over the cached
-  // earlier positions (its own keys/values are appended to cache.self) and the source.
+  // earlier positions (its own keys/values are appended to the cache) and the source.
+  // Inference only (no graph: the cache is written in place).
   Tensor step(const Tensor& x, DecoderLayerCache& cache, const Tensor& src_mask);
 
   nn::MultiHeadAttention self_attn, cross_attn;
@@ -100,7 +105,7 @@ class Transformer : public nn::Module {
   Encoded encode(const Tensor& src);
   Tensor decode(const Encoded& encoded, const Tensor& tgt_in);  // -> logits [B, T, tgt_vocab]
 
-  // Incremental decoding (inference, eval mode): the same logits as decode's last
+  // Incremental decoding (inference: no graph is built; call in eval mode): the same logits as decode's last
   // position, computing only the newest position of N rows (hypotheses), each
   // continuing one sentence of the encoded batch.
   class DecoderState {
