@@ -366,3 +366,24 @@ TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
   CHECK(error_of([&] { beam_search(scorer, 1, V, bos, 7, {}); }) ==
         "beam_search: bos 1 and eos 7 must be ids of the vocabulary of 5");
 }
+
+// A sentence that would go on forever (A 0.9, eos 0.1 after every prefix; beam 2): the
+// max_len-th token is eos, so the longest hypothesis is scored with its eos like the
+// others. With alpha 2 it wins: A A eos, p = 0.081, score log 0.081 / (8/6)^2 = -1.41,
+// against eos (-2.30) and A eos (-1.77); unfinished, A A A (p 0.729) would have won.
+TEST_CASE("beam search ends every hypothesis with eos, forced at max_len") {
+  const int64_t bos = 1, eos = 2, A = 3, V = 4;
+  auto scorer = [&](const BeamStep& step) {
+    std::vector<float> out;
+    for (size_t i = 0; i < step.prefixes.size(); ++i)
+      for (double q : {0.0, 0.0, 0.1, 0.9}) out.push_back(static_cast<float>(std::log(q)));
+    return out;
+  };
+  auto all = beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 2.0, .max_len = 3, .nbest = 2});
+  CHECK(all[0][0].tokens == std::vector<int64_t>{A, A, eos});
+  CHECK(all[0][0].log_prob == doctest::Approx(std::log(0.081)).epsilon(1e-6));
+  CHECK(all[0][0].score == doctest::Approx(std::log(0.081) / std::pow(8.0 / 6, 2.0)).epsilon(1e-6));
+  CHECK(all[0][1].tokens == std::vector<int64_t>{A, eos});
+  auto plain = beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 0.0, .max_len = 3});
+  CHECK(plain[0][0].tokens == std::vector<int64_t>{eos});  // alpha 0: the likeliest whole sentence
+}

@@ -159,9 +159,18 @@ std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, 
     std::vector<Candidate> candidates;
     for (int64_t b = 0; b < batch; ++b) {
       candidates.clear();
-      for (size_t k = 0; k < alive[b].size(); ++k)
-        best_of_row(&log_probs[static_cast<size_t>(row + static_cast<int64_t>(k)) * static_cast<size_t>(vocab)], vocab,
-                    keep, k, alive[b][k].log_prob, candidates);
+      for (size_t k = 0; k < alive[b].size(); ++k) {
+        const float* row_log_probs =
+            &log_probs[static_cast<size_t>(row + static_cast<int64_t>(k)) * static_cast<size_t>(vocab)];
+        if (step + 1 < o.max_len) {
+          best_of_row(row_log_probs, vocab, keep, k, alive[b][k].log_prob, candidates);
+        } else if (std::isfinite(row_log_probs[eos])) {
+          // The last token allowed is eos (as fairseq does): a hypothesis at the
+          // limit is scored as a whole sentence, its eos probability included, like
+          // every other, instead of competing unfinished.
+          candidates.push_back({alive[b][k].log_prob + row_log_probs[eos], k, eos});
+        }
+      }
       const size_t top = std::min(candidates.size(), keep);
       std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(top), candidates.end(),
                         better);
@@ -190,7 +199,6 @@ std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, 
   }
   std::vector<std::vector<Hypothesis>> best(batch);
   for (int64_t b = 0; b < batch; ++b) {
-    for (const Beam& beam : alive[b]) finish(b, beam);  // cut at max_len
     LOOM_CHECK(!finished[b].empty(), "beam_search: sentence {} has no finite-probability hypothesis", b);
     // Best score first; among equal scores, the one finished first.
     std::stable_sort(finished[b].begin(), finished[b].end(),

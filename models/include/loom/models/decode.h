@@ -26,12 +26,12 @@ Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bo
 struct BeamOptions {
   int64_t beam = 4;
   double length_penalty = 0.6;  // alpha: score = log p / ((5 + length) / 6)^alpha (Wu et al. 2016)
-  int64_t max_len = 100;        // generated tokens, eos included
+  int64_t max_len = 100;        // generated tokens, eos included: the max_len-th token is eos
   int64_t nbest = 1;            // finished hypotheses returned per sentence, at most beam
 };
 
 struct Hypothesis {
-  std::vector<int64_t> tokens;  // generated tokens, without bos; ends with eos unless cut at max_len
+  std::vector<int64_t> tokens;  // generated tokens, without bos; ends with eos (forced at max_len)
   double log_prob = 0;          // sum of the tokens' log-probabilities
   double score = 0;             // log_prob / length penalty: what the search maximizes
 };
