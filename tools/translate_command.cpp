@@ -51,42 +51,51 @@ void run_translate(const TranslateOptions& o) {
   // The source and its eos must fit the positional table; longer lines are cut
   // (with a warning naming the line) rather than stopping the whole job.
   const size_t max_pieces = static_cast<size_t>(model.config().max_len - 1);
-  for (size_t first = 0; first < lines.size(); first += static_cast<size_t>(o.batch)) {
-    const size_t last = std::min(lines.size(), first + static_cast<size_t>(o.batch));
-    std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<int64_t>> ids;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    ids.push_back(vocab.encode(lines[i]));
+    if (ids.back().size() > max_pieces) {
+      fmt::print(stderr, "loom: warning: translate: line {} of {} has {} pieces, more than the model's {}; "
+                 "translating its first {}\n", i + 1, input_name, ids.back().size(), max_pieces, max_pieces);
+      ids.back().resize(max_pieces);
+    }
+    ids.back().push_back(models::Vocabulary::kEos);
+  }
+  // Batches of lines of similar length (the order restored on output): little
+  // padding, and a batch's sentences finish at about the same step, so decoding
+  // steps keep many rows.
+  std::vector<size_t> order(lines.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+  std::vector<std::string> translations(lines.size());
+  for (size_t first = 0; first < order.size(); first += static_cast<size_t>(o.batch)) {
+    const size_t last = std::min(order.size(), first + static_cast<size_t>(o.batch));
     size_t longest = 0;
-    for (size_t i = first; i < last; ++i) {
-      ids.push_back(vocab.encode(lines[i]));
-      if (ids.back().size() > max_pieces) {
-        fmt::print(stderr, "loom: warning: translate: line {} of {} has {} pieces, more than the model's {}; "
-                   "translating its first {}\n", i + 1, input_name, ids.back().size(), max_pieces, max_pieces);
-        ids.back().resize(max_pieces);
-      }
-      ids.back().push_back(models::Vocabulary::kEos);
-      longest = std::max(longest, ids.back().size());
-    }
+    for (size_t k = first; k < last; ++k) longest = std::max(longest, ids[order[k]].size());
     std::vector<int64_t> flat;
-    for (auto& s : ids) {
-      s.resize(longest, models::Vocabulary::kPad);
-      flat.insert(flat.end(), s.begin(), s.end());
+    for (size_t k = first; k < last; ++k) {
+      flat.insert(flat.end(), ids[order[k]].begin(), ids[order[k]].end());
+      flat.insert(flat.end(), longest - ids[order[k]].size(), models::Vocabulary::kPad);
     }
-    Tensor src = from_vector(flat, {static_cast<int64_t>(ids.size()), static_cast<int64_t>(longest)}, {DType::i64});
+    Tensor src = from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(longest)}, {DType::i64});
     // The target prefix (bos + output) must fit the positional table too.
     const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(longest) + o.extra_len, model.config().max_len - 1);
     auto hyps = models::beam_search(
         model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
         {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len, .nbest = std::max<int64_t>(o.nbest, 1)});
     for (size_t i = 0; i < hyps.size(); ++i) {
+      const size_t line = order[first + i];
       if (o.nbest == 0) {
-        out << vocab.decode(hyps[i][0].tokens) << '\n';
+        translations[line] = vocab.decode(hyps[i][0].tokens) + '\n';
         continue;
       }
       for (size_t rank = 0; rank < hyps[i].size(); ++rank)  // see README: line, rank, score, log p, text
-        out << fmt::format("{}\t{}\t{:.4f}\t{:.4f}\t{}\n", first + i + 1, rank + 1, hyps[i][rank].score,
-                           hyps[i][rank].log_prob, vocab.decode(hyps[i][rank].tokens));
+        translations[line] += fmt::format("{}\t{}\t{:.4f}\t{:.4f}\t{}\n", line + 1, rank + 1, hyps[i][rank].score,
+                                          hyps[i][rank].log_prob, vocab.decode(hyps[i][rank].tokens));
     }
-    out.flush();
   }
+  for (const std::string& t : translations) out << t;
+  out.flush();
   if (file_out) file_out->commit();
 }
 
