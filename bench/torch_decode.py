@@ -4,10 +4,10 @@
 Loads loom's model.safetensors and its SentencePiece vocabulary, rebuilds the same
 Transformer from the weights (post- or pre-norm, tied embeddings, sinusoidal
 positions, ReLU feed-forward, layer-norm eps from the config) and decodes the way
-loom does: lines in input order, batches of --batch, the source cut to max_len - 1
+loom does: batches of --batch lines of similar length, the source cut to max_len - 1
 pieces plus eos, at most source length + --extra-len tokens (and max_len - 1), keys
 and values cached per decoder layer, the source's projected once, finished
-sentences dropped from the batch. Prints the seconds it took (loading and
+sentences dropped from the batch, lines batched by length. Prints the seconds it took (loading and
 tokenizing included, as for the loom command) and writes the translations.
 """
 import argparse
@@ -123,6 +123,8 @@ class Model:
             if self.c["pre_norm"]:
                 x = self.norm(x, "decoder.norm")
             next_ids = (x[:, 0] @ self.tgt_table.t()).argmax(-1)
+            if step == max_len - 1:  # as loom's beam search: the last token allowed is eos
+                next_ids.fill_(EOS)
             for row, sentence in enumerate(live.tolist()):
                 out[sentence].append(int(next_ids[row]))
             keep = (next_ids != EOS).nonzero()[:, 0]
@@ -160,14 +162,19 @@ def main():
     spm = sentencepiece.SentencePieceProcessor(model_file=a.model + "/" + meta["vocabulary"])
     lines = read_lines(a.input)
     tokens = 0
-    with torch.inference_mode(), open(a.output, "w", encoding="utf-8") as out:
+    ids = [spm.encode(line)[: config["max_len"] - 1] + [EOS] for line in lines]
+    order = sorted(range(len(lines)), key=lambda i: len(ids[i]))  # stable, like loom's batches of similar length
+    translations = [""] * len(lines)
+    with torch.inference_mode():
         for first in range(0, len(lines), a.batch):
-            ids = [spm.encode(line)[: config["max_len"] - 1] + [EOS] for line in lines[first:first + a.batch]]
-            longest = max(len(s) for s in ids)
-            src = torch.tensor([s + [PAD] * (longest - len(s)) for s in ids], dtype=torch.long)
-            for hyp in model.greedy(src, min(longest + a.extra_len, config["max_len"] - 1)):
+            batch = order[first:first + a.batch]
+            longest = max(len(ids[i]) for i in batch)
+            src = torch.tensor([ids[i] + [PAD] * (longest - len(ids[i])) for i in batch], dtype=torch.long)
+            for i, hyp in zip(batch, model.greedy(src, min(longest + a.extra_len, config["max_len"] - 1))):
                 tokens += len(hyp)
-                out.write(spm.decode([t for t in hyp if t != EOS]) + "\n")
+                translations[i] = spm.decode([t for t in hyp if t != EOS])
+    with open(a.output, "w", encoding="utf-8") as out:
+        out.writelines(t + "\n" for t in translations)
     seconds = time.perf_counter() - start
     print(f"torch greedy: {len(lines)} sentences, {tokens} tokens in {seconds:.2f} s ({a.threads} threads)")
     if a.json:
