@@ -26,6 +26,16 @@ grep -q "saved $dir/run/model.safetensors" "$dir/train.log" || fail "no checkpoi
 head -2 "$dir/val.de" | "$loom" translate --model "$dir/run" --beam 1 --extra-len 4 > "$dir/stdin.hyp"
 [[ $(wc -l < "$dir/stdin.hyp") -eq 2 ]] || fail "stdin: expected 2 translations"
 
+# --nbest: LINE, RANK, SCORE, LOGPROB, TEXT per hypothesis, best score first; rank 1 is the plain output.
+"$loom" translate --model "$dir/run" --input "$dir/val.de" --beam 2 --nbest 2 --extra-len 4 > "$dir/nbest.txt"
+awk -F'\t' 'NF != 5 || $1 < 1 || $1 > 20 || ($2 != 1 && $2 != 2) || $3 > 0 || $4 > 0 { bad = 1 }
+  $2 == 2 && !($1 == line && $3 <= score) { bad = 1 }
+  { line = $1; score = $3 } END { exit bad }' "$dir/nbest.txt" || { cat "$dir/nbest.txt"; fail "--nbest lines malformed or out of order"; }
+awk -F'\t' '$2 == 1 { print $5 }' "$dir/nbest.txt" | cmp -s - "$dir/val.hyp" || fail "--nbest's first hypotheses differ from the translations"
+if "$loom" translate --model "$dir/run" --input "$dir/val.de" --beam 2 --nbest 3 2> "$dir/err.txt" > /dev/null; then
+  fail "--nbest above --beam accepted"; fi
+grep -q "translate: --nbest 3 asks for more hypotheses than --beam 2 keeps" "$dir/err.txt" || { cat "$dir/err.txt"; fail "unclear --nbest error"; }
+
 # `loom average` writes a model folder translate reads; averaging a checkpoint with
 # itself (given as a run folder and as a file) gives its bits, so the same translations.
 "$loom" average --out "$dir/avg" "$dir/run" "$dir/run/model.safetensors" > "$dir/average.log" ||

@@ -164,8 +164,11 @@ TEST_CASE("Dropout and PositionalEncoding: identity in eval; the paper's sinusoi
   Tensor y = pe(zeros({2, 3, 6}, {f64}));
   auto yv = y.to_vector<double>();
   for (int j = 0; j < 18; ++j) CHECK(yv[18 + j] == t[j]);  // the same table for every sentence
-  CHECK(error_of([&] { pe(zeros({1, 51, 6}, {f64})); }) ==
-        "PositionalEncoding: sequence of 51 positions is longer than max_len 50");
+  CHECK(error_of([&] { pe(zeros({1, 51, 6}, {f64})); }) == "PositionalEncoding: positions 0 to 50 do not fit max_len 50");
+  // Starting later (a decoder fed one token at a time) picks the later rows.
+  auto later = pe(zeros({1, 2, 6}, {f64}), 7).to_vector<double>();
+  for (int j = 0; j < 12; ++j) CHECK(later[j] == t[7 * 6 + j]);
+  CHECK(error_of([&] { pe(zeros({1, 2, 6}, {f64}), 49); }) == "PositionalEncoding: positions 49 to 50 do not fit max_len 50");
 }
 
 TEST_CASE("MultiHeadAttention: causal mask hides the future; weights are rows of probabilities; gradcheck") {

@@ -18,11 +18,13 @@ namespace {
 struct TranslateOptions {
   std::string model = "runs/multi30k-de-en", input, output;
   int64_t beam = 4, batch = 32, extra_len = 50;
+  int64_t nbest = 0;  // 0: one translation per line; N: the N best hypotheses with their scores
   double alpha = 0.6;
   int threads = 2;
 };
 
 void run_translate(const TranslateOptions& o) {
+  LOOM_CHECK(o.nbest <= o.beam, "translate: --nbest {} asks for more hypotheses than --beam {} keeps", o.nbest, o.beam);
   use_threads(o.threads);
   const std::string checkpoint = o.model + "/model.safetensors";
   nn::TensorFile file = nn::load_safetensors(checkpoint);
@@ -49,33 +51,51 @@ void run_translate(const TranslateOptions& o) {
   // The source and its eos must fit the positional table; longer lines are cut
   // (with a warning naming the line) rather than stopping the whole job.
   const size_t max_pieces = static_cast<size_t>(model.config().max_len - 1);
-  for (size_t first = 0; first < lines.size(); first += static_cast<size_t>(o.batch)) {
-    const size_t last = std::min(lines.size(), first + static_cast<size_t>(o.batch));
-    std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<int64_t>> ids;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    ids.push_back(vocab.encode(lines[i]));
+    if (ids.back().size() > max_pieces) {
+      fmt::print(stderr, "loom: warning: translate: line {} of {} has {} pieces, more than the model's {}; "
+                 "translating its first {}\n", i + 1, input_name, ids.back().size(), max_pieces, max_pieces);
+      ids.back().resize(max_pieces);
+    }
+    ids.back().push_back(models::Vocabulary::kEos);
+  }
+  // Batches of lines of similar length (the order restored on output): little
+  // padding, and a batch's sentences finish at about the same step, so decoding
+  // steps keep many rows.
+  std::vector<size_t> order(lines.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+  std::vector<std::string> translations(lines.size());
+  for (size_t first = 0; first < order.size(); first += static_cast<size_t>(o.batch)) {
+    const size_t last = std::min(order.size(), first + static_cast<size_t>(o.batch));
     size_t longest = 0;
-    for (size_t i = first; i < last; ++i) {
-      ids.push_back(vocab.encode(lines[i]));
-      if (ids.back().size() > max_pieces) {
-        fmt::print(stderr, "loom: warning: translate: line {} of {} has {} pieces, more than the model's {}; "
-                   "translating its first {}\n", i + 1, input_name, ids.back().size(), max_pieces, max_pieces);
-        ids.back().resize(max_pieces);
-      }
-      ids.back().push_back(models::Vocabulary::kEos);
-      longest = std::max(longest, ids.back().size());
-    }
+    for (size_t k = first; k < last; ++k) longest = std::max(longest, ids[order[k]].size());
     std::vector<int64_t> flat;
-    for (auto& s : ids) {
-      s.resize(longest, models::Vocabulary::kPad);
-      flat.insert(flat.end(), s.begin(), s.end());
+    for (size_t k = first; k < last; ++k) {
+      flat.insert(flat.end(), ids[order[k]].begin(), ids[order[k]].end());
+      flat.insert(flat.end(), longest - ids[order[k]].size(), models::Vocabulary::kPad);
     }
-    Tensor src = from_vector(flat, {static_cast<int64_t>(ids.size()), static_cast<int64_t>(longest)}, {DType::i64});
+    Tensor src = from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(longest)}, {DType::i64});
     // The target prefix (bos + output) must fit the positional table too.
     const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(longest) + o.extra_len, model.config().max_len - 1);
-    auto hyps = models::beam_search(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
-                                    {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len});
-    for (const auto& h : hyps) out << vocab.decode(h.tokens) << '\n';
-    out.flush();
+    auto hyps = models::beam_search(
+        model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
+        {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len, .nbest = std::max<int64_t>(o.nbest, 1)});
+    for (size_t i = 0; i < hyps.size(); ++i) {
+      const size_t line = order[first + i];
+      if (o.nbest == 0) {
+        translations[line] = vocab.decode(hyps[i][0].tokens) + '\n';
+        continue;
+      }
+      for (size_t rank = 0; rank < hyps[i].size(); ++rank)  // see README: line, rank, score, log p, text
+        translations[line] += fmt::format("{}\t{}\t{:.4f}\t{:.4f}\t{}\n", line + 1, rank + 1, hyps[i][rank].score,
+                                          hyps[i][rank].log_prob, vocab.decode(hyps[i][rank].tokens));
+    }
   }
+  for (const std::string& t : translations) out << t;
+  out.flush();
   if (file_out) file_out->commit();
 }
 
@@ -89,6 +109,10 @@ void add_translate_commands(CLI::App& app) {
   cmd->add_option("--output", o->output, "where to write translations (default: stdout)");
   cmd->add_option("--beam", o->beam, "beam size")->capture_default_str()->check(in_range(1, 1000));
   cmd->add_option("--alpha", o->alpha, "length penalty exponent")->capture_default_str()->check(in_range(0, 10));
+  cmd->add_option("--nbest", o->nbest,
+                  "print the N best finished hypotheses per line as LINE<TAB>RANK<TAB>SCORE<TAB>LOGPROB<TAB>TEXT "
+                  "(SCORE = LOGPROB / ((5 + length) / 6)^alpha, what the beam maximizes)")
+      ->check(in_range(1, 1000));
   cmd->add_option("--batch", o->batch, "sentences decoded together")->capture_default_str()->check(in_range(1, 10000));
   cmd->add_option("--extra-len", o->extra_len, "longest output: input length + this (at most the model's max_len)")
       ->capture_default_str()

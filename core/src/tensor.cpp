@@ -1,5 +1,6 @@
 #include "loom/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "loom/autograd.h"
@@ -97,7 +98,12 @@ std::vector<T> Tensor::to_vector() const {
   dispatch_all(dtype(), "to_vector", [&](auto tag) {
     using S = typename decltype(tag)::type;
     const S* base = static_cast<const S*>(raw_data());
-    for (int64_t i = 0; i < numel(); ++i) out[i] = static_cast<T>(base[strided_offset(i, shape(), strides())]);
+    const int64_t n = numel();
+    if (is_contiguous()) {  // decoders read every step's [rows, vocab] log-probabilities this way
+      std::transform(base, base + n, out.begin(), [](S x) { return static_cast<T>(x); });
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(base[strided_offset(i, shape(), strides())]);
   });
   return out;
 }

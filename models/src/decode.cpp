@@ -8,20 +8,67 @@
 
 namespace loom::models {
 
+namespace {
+// Decoding builds no graph and runs the model in eval mode (no dropout); the
+// model's mode is restored afterwards, also when an error leaves early.
+class Inference {
+ public:
+  explicit Inference(Transformer& model) : model_(model), was_training_(model.is_training()) { model.eval(); }
+  ~Inference() { model_.train(was_training_); }
+  Inference(const Inference&) = delete;
+  Inference& operator=(const Inference&) = delete;
+
+ private:
+  NoGradGuard no_grad_;
+  Transformer& model_;
+  bool was_training_;
+};
+
+Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, int64_t width, int64_t pad) {
+  std::vector<int64_t> flat;
+  for (const auto& row : rows) {
+    flat.insert(flat.end(), row.begin(), row.end());
+    flat.insert(flat.end(), static_cast<size_t>(width) - row.size(), pad);
+  }
+  return from_vector(flat, {static_cast<int64_t>(rows.size()), width}, {DType::i64});
+}
+}  // namespace
+
 // ---- greedy decoding ----
 Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len) {
-  NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
+  Inference inference(model);
+  Transformer::DecoderState state = model.start_decoding(model.encode(src));
+  const int64_t batch = src.shape()[0];
+  std::vector<std::vector<int64_t>> out(batch, std::vector<int64_t>{bos});
+  std::vector<int64_t> live;  // the sentence of each row of the state
+  for (int64_t b = 0; b < batch; ++b) live.push_back(b);
+  int64_t width = 1;
+  for (int64_t step = 0; step < max_len && !live.empty(); ++step, ++width) {
+    std::vector<int64_t> last;
+    for (int64_t b : live) last.push_back(out[b].back());
+    const auto next = argmax(model.decode_step(state, from_vector(last, {static_cast<int64_t>(live.size())},
+                                                                   {DType::i64})), -1).to_vector<int64_t>();
+    std::vector<int64_t> kept_rows, kept_live;
+    for (size_t i = 0; i < live.size(); ++i) {
+      out[live[i]].push_back(next[i]);
+      if (next[i] == eos) continue;  // finished: dropped from the batch
+      kept_rows.push_back(static_cast<int64_t>(i));
+      kept_live.push_back(live[i]);
+    }
+    if (kept_live.size() < live.size()) state.select(kept_rows);
+    live = std::move(kept_live);
+  }
+  return ids_tensor(out, width, model.config().pad_id);
+}
+
+Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len) {
+  Inference inference(model);
   const int64_t batch = src.shape()[0];
   Transformer::Encoded encoded = model.encode(src);
   std::vector<std::vector<int64_t>> out(batch, std::vector<int64_t>{bos});
   std::vector<bool> done(batch, false);
   for (int64_t step = 0; step < max_len; ++step) {
-    std::vector<int64_t> flat;
-    for (const auto& row : out) flat.insert(flat.end(), row.begin(), row.end());
-    Tensor tgt = from_vector(flat, {batch, step + 1}, {DType::i64});
-    Tensor logits = model.decode(encoded, tgt).select(1, step);  // [B, V]: the last position
+    Tensor logits = model.decode(encoded, ids_tensor(out, step + 1, 0)).select(1, step);  // [B, V]: the last position
     auto next = argmax(logits, -1).to_vector<int64_t>();
     bool all_done = true;
     for (int64_t b = 0; b < batch; ++b) {
@@ -31,71 +78,106 @@ Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t
     }
     if (all_done) break;
   }
-  model.train(was_training);
-  std::vector<int64_t> flat;
-  for (const auto& row : out) flat.insert(flat.end(), row.begin(), row.end());
-  return from_vector(flat, {batch, static_cast<int64_t>(out[0].size())}, {DType::i64});
+  return ids_tensor(out, static_cast<int64_t>(out[0].size()), model.config().pad_id);
 }
 
 // ---- beam search ----
-namespace {
 double length_penalty(int64_t length, double alpha) {
   return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
 }
 
+namespace {
 struct Beam {
   std::vector<int64_t> prefix;  // bos + generated tokens
   double log_prob = 0;
+  int64_t parent = 0;  // the row of the previous step it extends (first step: its sentence)
 };
+
+struct Candidate {
+  double log_prob;
+  size_t beam;
+  int64_t token;
+};
+
+// Best first; ties broken by (beam, token) order.
+bool better(const Candidate& x, const Candidate& y) {
+  if (x.log_prob != y.log_prob) return x.log_prob > y.log_prob;
+  return x.beam != y.beam ? x.beam < y.beam : x.token < y.token;
+}
+
+// The k finite log-probabilities of a row that rank first (largest; ties: smaller
+// token first), appended to `out` as candidates of `beam`. The best 2k extensions
+// of a sentence's beams are all among their rows' best 2k, so this one pass over
+// the vocabulary replaces sorting beam * vocab candidates.
+void best_of_row(const float* log_probs, int64_t vocab, size_t k, size_t beam, double base,
+                 std::vector<Candidate>& out) {
+  const auto first = static_cast<std::ptrdiff_t>(out.size());
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (!std::isfinite(log_probs[v])) continue;
+    const double lp = base + log_probs[v];
+    const bool full = out.size() - static_cast<size_t>(first) == k;
+    // Scanning in token order, an equal value ranks after everything kept.
+    if (full && !(lp > out.back().log_prob)) continue;
+    if (full) out.pop_back();
+    auto at = out.end();
+    while (at != out.begin() + first && (at - 1)->log_prob < lp) --at;
+    out.insert(at, Candidate{lp, beam, v});
+  }
+}
 }  // namespace
 
-std::vector<Hypothesis> beam_search(const NextTokenScorer& scorer, int64_t batch, int64_t vocab, int64_t bos,
-                                    int64_t eos, const BeamOptions& o) {
+std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, int64_t batch, int64_t vocab,
+                                                 int64_t bos, int64_t eos, const BeamOptions& o) {
   LOOM_CHECK(o.beam >= 1 && o.max_len >= 1, "beam_search: beam and max_len must be >= 1, got {} and {}", o.beam,
              o.max_len);
+  LOOM_CHECK(o.nbest >= 1 && o.nbest <= o.beam, "beam_search: nbest must be in [1, beam {}], got {}", o.beam, o.nbest);
   LOOM_CHECK(bos >= 0 && bos < vocab && eos >= 0 && eos < vocab,
              "beam_search: bos {} and eos {} must be ids of the vocabulary of {}", bos, eos, vocab);
-  std::vector<std::vector<Beam>> alive(batch, std::vector<Beam>{Beam{{bos}, 0.0}});
+  std::vector<std::vector<Beam>> alive(batch);
+  for (int64_t b = 0; b < batch; ++b) alive[b].push_back(Beam{{bos}, 0.0, b});
   std::vector<std::vector<Hypothesis>> finished(batch);
   auto finish = [&](int64_t b, const Beam& beam) {
     Hypothesis h{std::vector<int64_t>(beam.prefix.begin() + 1, beam.prefix.end()), beam.log_prob, 0.0};
     h.score = h.log_prob / length_penalty(static_cast<int64_t>(h.tokens.size()), o.length_penalty);
     finished[b].push_back(std::move(h));
   };
+  const size_t keep = static_cast<size_t>(2 * o.beam);  // enough candidates to refill the beam past eos
   for (int64_t step = 0; step < o.max_len; ++step) {
-    std::vector<std::vector<int64_t>> prefixes;
-    std::vector<int64_t> rows;
+    BeamStep live;
     for (int64_t b = 0; b < batch; ++b)
       for (const Beam& beam : alive[b]) {
-        prefixes.push_back(beam.prefix);
-        rows.push_back(b);
+        live.prefixes.push_back(beam.prefix);
+        live.sentences.push_back(b);
+        live.parents.push_back(beam.parent);
       }
-    if (prefixes.empty()) break;
-    const std::vector<float> log_probs = scorer(prefixes, rows);
-    LOOM_CHECK(log_probs.size() == prefixes.size() * static_cast<size_t>(vocab),
+    if (live.prefixes.empty()) break;
+    const std::vector<float> log_probs = scorer(live);
+    LOOM_CHECK(log_probs.size() == live.prefixes.size() * static_cast<size_t>(vocab),
                "beam_search: the scorer returned {} values for {} prefixes of a vocabulary of {}", log_probs.size(),
-               prefixes.size(), vocab);
-    size_t row = 0;
+               live.prefixes.size(), vocab);
+    int64_t row = 0;  // this step's row of the sentence's first beam
+    std::vector<Candidate> candidates;
     for (int64_t b = 0; b < batch; ++b) {
-      // Every extension of every live beam, best first; ties broken by (beam, token) order.
-      struct Candidate {
-        double log_prob;
-        size_t beam;
-        int64_t token;
-      };
-      std::vector<Candidate> candidates;
-      for (size_t k = 0; k < alive[b].size(); ++k, ++row)
-        for (int64_t v = 0; v < vocab; ++v)
-          candidates.push_back({alive[b][k].log_prob + log_probs[row * vocab + v], k, v});
-      const size_t keep = std::min(candidates.size(), static_cast<size_t>(2 * o.beam));
-      std::partial_sort(candidates.begin(), candidates.begin() + keep, candidates.end(),
-                        [](const Candidate& x, const Candidate& y) {
-                          if (x.log_prob != y.log_prob) return x.log_prob > y.log_prob;
-                          return x.beam != y.beam ? x.beam < y.beam : x.token < y.token;
-                        });
+      candidates.clear();
+      for (size_t k = 0; k < alive[b].size(); ++k) {
+        const float* row_log_probs =
+            &log_probs[static_cast<size_t>(row + static_cast<int64_t>(k)) * static_cast<size_t>(vocab)];
+        if (step + 1 < o.max_len) {
+          best_of_row(row_log_probs, vocab, keep, k, alive[b][k].log_prob, candidates);
+        } else if (std::isfinite(row_log_probs[eos])) {
+          // The last token allowed is eos (as fairseq does): a hypothesis at the
+          // limit is scored as a whole sentence, its eos probability included, like
+          // every other, instead of competing unfinished.
+          candidates.push_back({alive[b][k].log_prob + row_log_probs[eos], k, eos});
+        }
+      }
+      const size_t top = std::min(candidates.size(), keep);
+      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(top), candidates.end(),
+                        better);
       std::vector<Beam> next;
-      for (size_t c = 0; c < keep && static_cast<int64_t>(next.size()) < o.beam; ++c) {
-        Beam extended{alive[b][candidates[c].beam].prefix, candidates[c].log_prob};
+      for (size_t c = 0; c < top && static_cast<int64_t>(next.size()) < o.beam; ++c) {
+        const Beam& from = alive[b][candidates[c].beam];
+        Beam extended{from.prefix, candidates[c].log_prob, row + static_cast<int64_t>(candidates[c].beam)};
         extended.prefix.push_back(candidates[c].token);
         if (!std::isfinite(extended.log_prob)) continue;
         if (candidates[c].token == eos) finish(b, extended);
@@ -111,39 +193,49 @@ std::vector<Hypothesis> beam_search(const NextTokenScorer& scorer, int64_t batch
           best_alive = std::max(best_alive, beam.log_prob / length_penalty(o.max_len, o.length_penalty));
         if (best >= best_alive) next.clear();
       }
+      row += static_cast<int64_t>(alive[b].size());
       alive[b] = std::move(next);
     }
   }
-  std::vector<Hypothesis> best(batch);
+  std::vector<std::vector<Hypothesis>> best(batch);
   for (int64_t b = 0; b < batch; ++b) {
-    for (const Beam& beam : alive[b]) finish(b, beam);  // cut at max_len
     LOOM_CHECK(!finished[b].empty(), "beam_search: sentence {} has no finite-probability hypothesis", b);
-    best[b] = *std::max_element(finished[b].begin(), finished[b].end(),
-                                [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
+    // Best score first; among equal scores, the one finished first.
+    std::stable_sort(finished[b].begin(), finished[b].end(),
+                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    finished[b].resize(std::min(finished[b].size(), static_cast<size_t>(o.nbest)));
+    best[b] = std::move(finished[b]);
   }
   return best;
 }
 
-std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
-                                    const BeamOptions& options) {
-  NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
-  Transformer::Encoded encoded = model.encode(src);
-  const int64_t vocab = model.config().tgt_vocab;
-  auto scorer = [&](const std::vector<std::vector<int64_t>>& prefixes, const std::vector<int64_t>& rows) {
-    // Prefixes all have the same length at a given step.
-    const int64_t n = static_cast<int64_t>(prefixes.size()), t = static_cast<int64_t>(prefixes[0].size());
-    std::vector<int64_t> flat;
-    for (const auto& p : prefixes) flat.insert(flat.end(), p.begin(), p.end());
-    Tensor index = from_vector(rows, {n}, {DType::i64});
-    Transformer::Encoded rows_encoded{index_select(encoded.memory, 0, index), index_select(encoded.src_mask, 0, index)};
-    Tensor logits = model.decode(rows_encoded, from_vector(flat, {n, t}, {DType::i64})).select(1, t - 1);
+std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
+                                                 const BeamOptions& options) {
+  Inference inference(model);
+  Transformer::DecoderState state = model.start_decoding(model.encode(src));
+  auto scorer = [&](const BeamStep& step) {
+    state.select(step.parents);
+    std::vector<int64_t> last;
+    for (const auto& prefix : step.prefixes) last.push_back(prefix.back());
+    Tensor logits = model.decode_step(state, from_vector(last, {static_cast<int64_t>(last.size())}, {DType::i64}));
     return log_softmax(logits, -1).contiguous().to_vector<float>();
   };
-  std::vector<Hypothesis> result = beam_search(scorer, src.shape()[0], vocab, bos, eos, options);
-  model.train(was_training);
-  return result;
+  return beam_search(scorer, src.shape()[0], model.config().tgt_vocab, bos, eos, options);
+}
+
+std::vector<std::vector<Hypothesis>> beam_search_reference(Transformer& model, const Tensor& src, int64_t bos,
+                                                           int64_t eos, const BeamOptions& options) {
+  Inference inference(model);
+  Transformer::Encoded encoded = model.encode(src);
+  auto scorer = [&](const BeamStep& step) {
+    // Prefixes all have the same length at a given step.
+    const int64_t n = static_cast<int64_t>(step.prefixes.size()), t = static_cast<int64_t>(step.prefixes[0].size());
+    Tensor index = from_vector(step.sentences, {n}, {DType::i64});
+    Transformer::Encoded rows{index_select(encoded.memory, 0, index), index_select(encoded.src_mask, 0, index)};
+    Tensor logits = model.decode(rows, ids_tensor(step.prefixes, t, 0)).select(1, t - 1);
+    return log_softmax(logits, -1).contiguous().to_vector<float>();
+  };
+  return beam_search(scorer, src.shape()[0], model.config().tgt_vocab, bos, eos, options);
 }
 
 }  // namespace loom::models

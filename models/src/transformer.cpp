@@ -1,5 +1,6 @@
 #include "loom/models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "loom/ops.h"
@@ -62,6 +63,41 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor
   return norm3(add(z, dropout(feed_forward(z))));
 }
 
+namespace {
+// Appends one position ([N, heads, 1, d_head]) to a cache buffer, doubling its capacity when full.
+void append(Tensor& buffer, int64_t length, const Tensor& newest) {
+  const int64_t capacity = buffer.defined() ? buffer.shape()[2] : 0;
+  if (length == capacity) {
+    Shape shape = newest.shape();
+    shape[2] = std::max<int64_t>(16, 2 * capacity);
+    Tensor grown = Tensor::empty(shape, {newest.dtype(), newest.device()});
+    if (length > 0) copy_(grown.narrow(2, 0, length), buffer.narrow(2, 0, length));
+    buffer = grown;
+  }
+  copy_(buffer.narrow(2, length, 1), newest);
+}
+}  // namespace
+
+Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const Tensor& src_mask) {
+  NoGradGuard no_grad;
+  auto attend_self = [&](const Tensor& h) {
+    nn::MultiHeadAttention::KeyValue newest = self_attn.project_key_value(h, h);
+    append(cache.keys, cache.length, newest.key);
+    append(cache.values, cache.length, newest.value);
+    ++cache.length;
+    // No mask: every cached position is in the past.
+    return self_attn.attend(h, {cache.keys.narrow(2, 0, cache.length), cache.values.narrow(2, 0, cache.length)});
+  };
+  if (pre_norm_) {
+    Tensor y = add(x, dropout(attend_self(norm1(x))));
+    Tensor z = add(y, dropout(cross_attn.attend(norm2(y), cache.source, src_mask)));
+    return add(z, dropout(feed_forward(norm3(z))));
+  }
+  Tensor y = norm1(add(x, dropout(attend_self(x))));
+  Tensor z = norm2(add(y, dropout(cross_attn.attend(y, cache.source, src_mask))));
+  return norm3(add(z, dropout(feed_forward(z))));
+}
+
 // ---- the whole model ----
 Transformer::Transformer(const TransformerConfig& config, Generator& gen)
     : src_embed((config.validate(), config.src_vocab), config.d_model, config.pad_id, gen),
@@ -91,10 +127,10 @@ Transformer::Transformer(const TransformerConfig& config, Generator& gen)
   register_module("generator", generator);
 }
 
-Tensor Transformer::embed(const nn::Embedding& table, const Tensor& ids) const {
+Tensor Transformer::embed(const nn::Embedding& table, const Tensor& ids, int64_t first) const {
   LOOM_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64, "Transformer: token ids must be int64 [batch, time], got {} {}",
              dtype_name(ids.dtype()), ids.shape());
-  return positions(table(ids) * std::sqrt(static_cast<double>(config_.d_model)));
+  return positions(table(ids) * std::sqrt(static_cast<double>(config_.d_model)), first);
 }
 
 Transformer::Encoded Transformer::encode(const Tensor& src) {
@@ -114,6 +150,59 @@ Tensor Transformer::decode(const Encoded& encoded, const Tensor& tgt_in) {
   for (auto& layer : decoder) x = layer->forward(x, encoded.memory, encoded.src_mask, tgt_mask);
   if (decoder_norm) x = (*decoder_norm)(x);
   return generator(x);
+}
+
+Transformer::DecoderState Transformer::start_decoding(const Encoded& encoded) {
+  NoGradGuard no_grad;
+  DecoderState state;
+  const int64_t batch = encoded.memory.shape()[0];
+  for (auto& layer : decoder) {
+    state.sources_.push_back(layer->cross_attn.project_key_value(encoded.memory, encoded.memory));
+    state.layers_.push_back({.source = state.sources_.back()});
+  }
+  state.src_mask_ = state.row_src_mask_ = encoded.src_mask;
+  for (int64_t b = 0; b < batch; ++b) state.sentence_.push_back(b);
+  return state;
+}
+
+void Transformer::DecoderState::select(const std::vector<int64_t>& rows) {
+  std::vector<int64_t> sentence;
+  bool same_rows = rows.size() == sentence_.size();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    LOOM_CHECK(rows[i] >= 0 && rows[i] < this->rows(), "DecoderState::select: row {} of {} does not exist", rows[i],
+               this->rows());
+    sentence.push_back(sentence_[static_cast<size_t>(rows[i])]);
+    same_rows = same_rows && rows[i] == static_cast<int64_t>(i);
+  }
+  if (same_rows) return;  // greedy decoding with no sentence finished: nothing moves
+  const Tensor row_index = from_vector(rows, {static_cast<int64_t>(rows.size())}, {DType::i64});
+  const bool same_sentences = sentence == sentence_;
+  const Tensor sentence_index = from_vector(sentence, {static_cast<int64_t>(sentence.size())}, {DType::i64});
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    DecoderLayerCache& layer = layers_[l];
+    if (layer.keys.defined()) {
+      layer.keys = index_select(layer.keys, 0, row_index);
+      layer.values = index_select(layer.values, 0, row_index);
+    }
+    if (!same_sentences)
+      layer.source = {index_select(sources_[l].key, 0, sentence_index),
+                           index_select(sources_[l].value, 0, sentence_index)};
+  }
+  if (!same_sentences) row_src_mask_ = index_select(src_mask_, 0, sentence_index);
+  sentence_ = std::move(sentence);
+}
+
+Tensor Transformer::decode_step(DecoderState& state, const Tensor& tokens) {
+  LOOM_CHECK(tokens.dim() == 1 && tokens.dtype() == DType::i64 && tokens.shape()[0] == state.rows(),
+             "Transformer::decode_step: expected int64 [{}] tokens (one per row), got {} {}", state.rows(),
+             dtype_name(tokens.dtype()), tokens.shape());
+  NoGradGuard no_grad;
+  const int64_t rows = state.rows();
+  Tensor x = embed(tgt_embed, tokens.reshape({rows, 1}), state.fed_);
+  for (size_t l = 0; l < decoder.size(); ++l) x = decoder[l]->step(x, state.layers_[l], state.row_src_mask_);
+  if (decoder_norm) x = (*decoder_norm)(x);
+  ++state.fed_;
+  return generator(x).reshape({rows, config_.tgt_vocab});
 }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt_in) { return decode(encode(src), tgt_in); }

@@ -21,13 +21,13 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_le
   register_buffer("table", table_, from_vector(pe, {max_len, d_model}, {DType::f64}).to(options.dtype).to(options.device));
 }
 
-Tensor PositionalEncoding::forward(const Tensor& x) const {
+Tensor PositionalEncoding::forward(const Tensor& x, int64_t first) const {
   const int64_t max_len = table_.shape()[0], d_model = table_.shape()[1];
   LOOM_CHECK(x.dim() == 3 && x.shape()[2] == d_model,
              "PositionalEncoding: expected input [batch, time, {}], got shape {}", d_model, x.shape());
-  LOOM_CHECK(x.shape()[1] <= max_len, "PositionalEncoding: sequence of {} positions is longer than max_len {}",
-             x.shape()[1], max_len);
-  return dropout(add(x, table_.narrow(0, 0, x.shape()[1])));
+  LOOM_CHECK(first >= 0 && x.shape()[1] <= max_len - first,
+             "PositionalEncoding: positions {} to {} do not fit max_len {}", first, first + x.shape()[1] - 1, max_len);
+  return dropout(add(x, table_.narrow(0, first, x.shape()[1])));
 }
 
 }  // namespace loom::nn

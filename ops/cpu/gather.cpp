@@ -24,7 +24,7 @@ void gather_kernel(const Tensor& out, const Tensor& x, int64_t dim, const Tensor
     const T* xrow = px + xg.outer_offset(r / n);
     const int64_t* irow = pi + r * inner;
     T* orow = po + r * inner;
-    for (int64_t i = 0; i < inner; ++i) orow[i] = xrow[irow[i] * xg.dim_stride + xg.inner_offsets[i]];
+    for (int64_t i = 0; i < inner; ++i) orow[i] = xrow[irow[i] * xg.dim_stride + xg.inner_offset(i)];
   }
 }
 

@@ -22,12 +22,15 @@ inline void check_index_range(std::string_view op, const Tensor& index, int64_t 
 
 // A strided box of `sizes` over memory with `strides`, split at `dim` into
 // outer (dims before), the indexed dim, and inner (dims after). Offsets of the
-// outer and inner parts are precomputed so kernels add three numbers per element.
+// inner part are precomputed (unless it is contiguous: offset i is i) so kernels
+// add three numbers per element.
 struct DimGeometry {
   int64_t outer = 1, inner = 1, dim_stride = 0;
   Shape outer_sizes, outer_strides;
-  std::vector<int64_t> inner_offsets;
+  bool inner_contiguous = true;
+  std::vector<int64_t> inner_offsets;  // empty when inner_contiguous
   int64_t outer_offset(int64_t o) const { return strided_offset(o, outer_sizes, outer_strides); }
+  int64_t inner_offset(int64_t i) const { return inner_contiguous ? i : inner_offsets[i]; }
 };
 
 inline DimGeometry dim_geometry(const Shape& sizes, const Shape& strides, int64_t dim) {
@@ -45,8 +48,26 @@ inline DimGeometry dim_geometry(const Shape& sizes, const Shape& strides, int64_
     }
   }
   g.dim_stride = sizes.empty() ? 0 : strides[dim];
+  int64_t expected = 1;
+  for (size_t d = inner_sizes.size(); d-- > 0;) {
+    if (inner_sizes[d] == 1) continue;
+    g.inner_contiguous = g.inner_contiguous && inner_strides[d] == expected;
+    expected *= inner_sizes[d];
+  }
+  if (g.inner_contiguous) return g;  // a decoder's cache, re-gathered every step, takes this path
+  // The inner offsets in row-major order, counted like an odometer.
   g.inner_offsets.resize(g.inner);
-  for (int64_t i = 0; i < g.inner; ++i) g.inner_offsets[i] = strided_offset(i, inner_sizes, inner_strides);
+  Shape counter(inner_sizes.size(), 0);
+  int64_t offset = 0;
+  for (int64_t i = 0; i < g.inner; ++i) {
+    g.inner_offsets[i] = offset;
+    for (size_t d = inner_sizes.size(); d-- > 0;) {
+      offset += inner_strides[d];
+      if (++counter[d] < inner_sizes[d]) break;
+      offset -= inner_strides[d] * inner_sizes[d];
+      counter[d] = 0;
+    }
+  }
   return g;
 }
 

@@ -19,8 +19,7 @@ void index_select_kernel(const Tensor& out, const Tensor& x, int64_t dim, const 
   const T* px = static_cast<const T*>(x.storage()->data()) + x.offset();
   const int64_t* pi = index.data<int64_t>();
   T* po = out.data<T>();
-  bool unit_inner = true;  // inner offsets 0, 1, 2, ...: copy whole rows
-  for (int64_t i = 0; i < inner; ++i) unit_inner = unit_inner && xg.inner_offsets[i] == i;
+  const bool unit_inner = xg.inner_contiguous;  // inner offsets 0, 1, 2, ...: copy whole rows
 #pragma omp parallel for schedule(static) if (out.numel() >= kernels::kParallelGrain && !omp_in_parallel())
   for (int64_t r = 0; r < rows; ++r) {
     const T* xrow = px + xg.outer_offset(r / n) + pi[r % n] * xg.dim_stride;

@@ -33,7 +33,7 @@ void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, con
     for (int64_t j = 0; j < n; ++j) {
       const int64_t* irow = pi + (o * n + j) * inner;
       const T* srow = ps + (o * n + j) * inner;
-      for (int64_t i = c0; i < c1; ++i) obase[irow[i] * og.dim_stride + og.inner_offsets[i]] += srow[i];
+      for (int64_t i = c0; i < c1; ++i) obase[irow[i] * og.dim_stride + og.inner_offset(i)] += srow[i];
     }
   }
 }

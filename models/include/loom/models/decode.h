@@ -1,8 +1,15 @@
 #pragma once
 // Decoding: greedy, and beam search with the GNMT length penalty (the paper:
 // beam 4, alpha 0.6, at most input length + 50 tokens). Beam search runs on any
-// next-token scorer, so it can be tested on distributions written by hand; the
-// Transformer's scorer re-runs the decoder over each prefix (no key/value cache yet).
+// next-token scorer, so it can be tested on distributions written by hand.
+//
+// The Transformer's decoders come in pairs, like the fast/reference kernels:
+// greedy_decode and beam_search feed one token per step to a cached decoder state
+// (Transformer::decode_step: self-attention keys/values cached per layer, the
+// source's projected once, only the newest position projected to the vocabulary,
+// finished sentences dropped from the batch); the *_reference versions re-run the
+// whole decoder over every prefix (Transformer::decode), readable and slow, and
+// are what the fast ones are tested against. Both run without building a graph.
 #include <functional>
 #include <vector>
 
@@ -14,31 +21,47 @@ namespace loom::models {
 // until every sentence has produced `eos` or max_len tokens. Returns [B, <= max_len + 1]
 // ids including bos, padded with pad_id after eos (eval mode, no graph).
 Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len);
+Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len);
 
 struct BeamOptions {
   int64_t beam = 4;
   double length_penalty = 0.6;  // alpha: score = log p / ((5 + length) / 6)^alpha (Wu et al. 2016)
-  int64_t max_len = 100;        // generated tokens, eos included
+  int64_t max_len = 100;        // generated tokens, eos included: the max_len-th token is eos
+  int64_t nbest = 1;            // finished hypotheses returned per sentence, at most beam
 };
 
 struct Hypothesis {
-  std::vector<int64_t> tokens;  // generated tokens, without bos; ends with eos unless cut at max_len
+  std::vector<int64_t> tokens;  // generated tokens, without bos; ends with eos (forced at max_len)
   double log_prob = 0;          // sum of the tokens' log-probabilities
   double score = 0;             // log_prob / length penalty: what the search maximizes
 };
 
-// Next-token log-probabilities for a set of prefixes: `prefixes` [N][t] (each
-// starting with bos; `rows` says which sentence of the batch each prefix belongs to)
-// -> N rows of V log-probabilities, flattened.
-using NextTokenScorer =
-    std::function<std::vector<float>(const std::vector<std::vector<int64_t>>& prefixes, const std::vector<int64_t>& rows)>;
+// The search's length penalty ((5 + length) / 6)^alpha, length counting eos.
+double length_penalty(int64_t length, double alpha);
 
-// The best hypothesis per sentence of a batch of `batch` sentences over a vocabulary of `vocab`.
-std::vector<Hypothesis> beam_search(const NextTokenScorer& scorer, int64_t batch, int64_t vocab, int64_t bos,
-                                    int64_t eos, const BeamOptions& options = {});
+// One step of the search, for the scorer: the live prefixes (each starting with
+// bos, all of one length), the batch sentence each continues, and the row of the
+// previous step's prefixes that each extends by its last token (at the first step:
+// its sentence). A scorer that keeps a cache reorders it by `parents` and feeds
+// only the last tokens.
+struct BeamStep {
+  std::vector<std::vector<int64_t>> prefixes;
+  std::vector<int64_t> sentences, parents;
+};
 
-// Beam search with the Transformer: the source encoded once, the decoder run on every live prefix.
-std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
-                                    const BeamOptions& options = {});
+// Next-token log-probabilities of every prefix of a step: N rows of V values, flattened.
+using NextTokenScorer = std::function<std::vector<float>(const BeamStep& step)>;
+
+// Per sentence of a batch of `batch` over a vocabulary of `vocab`: the best
+// options.nbest finished hypotheses, best score first.
+std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, int64_t batch, int64_t vocab,
+                                                 int64_t bos, int64_t eos, const BeamOptions& options = {});
+
+// Beam search with the Transformer: the source encoded once, then the cached decoder
+// (beam_search) or the whole decoder re-run over every live prefix (the reference).
+std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
+                                                 const BeamOptions& options = {});
+std::vector<std::vector<Hypothesis>> beam_search_reference(Transformer& model, const Tensor& src, int64_t bos,
+                                                           int64_t eos, const BeamOptions& options = {});
 
 }  // namespace loom::models

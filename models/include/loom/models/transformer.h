@@ -61,10 +61,24 @@ class EncoderLayer : public nn::Module {
   bool pre_norm_;
 };
 
+// What a decoder layer keeps between decoding steps, per row (hypothesis).
+struct DecoderLayerCache {
+  // Self-attention keys and values of the tokens fed so far, positions [0, length)
+  // of [N, heads, capacity, d_head] buffers; a step writes one position in place
+  // (capacity doubles when full), so a step costs O(1) copies, not O(length).
+  Tensor keys, values;
+  int64_t length = 0;
+  nn::MultiHeadAttention::KeyValue source;  // [N, heads, S, d_head]: the encoder output's, projected once
+};
+
 class DecoderLayer : public nn::Module {
  public:
   DecoderLayer(const TransformerConfig& config, Generator& gen);
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask);
+  // forward for the newest position only: x [N, 1, d_model] attends over the cached
+  // earlier positions (its own keys/values are appended to the cache) and the source.
+  // Inference only (no graph: the cache is written in place).
+  Tensor step(const Tensor& x, DecoderLayerCache& cache, const Tensor& src_mask);
 
   nn::MultiHeadAttention self_attn, cross_attn;
   nn::PositionwiseFeedForward feed_forward;
@@ -91,6 +105,30 @@ class Transformer : public nn::Module {
   Encoded encode(const Tensor& src);
   Tensor decode(const Encoded& encoded, const Tensor& tgt_in);  // -> logits [B, T, tgt_vocab]
 
+  // Incremental decoding (inference: no graph is built; call in eval mode): the same logits as decode's last
+  // position, computing only the newest position of N rows (hypotheses), each
+  // continuing one sentence of the encoded batch.
+  class DecoderState {
+   public:
+    // Keep some rows: new row i continues old row rows[i] (beam search reorders
+    // rows and drops finished ones). Sources are re-gathered only when the rows'
+    // sentences change.
+    void select(const std::vector<int64_t>& rows);
+    int64_t rows() const { return static_cast<int64_t>(sentence_.size()); }
+    int64_t fed() const { return fed_; }  // tokens fed so far, per row
+
+   private:
+    friend class Transformer;
+    std::vector<DecoderLayerCache> layers_;
+    std::vector<nn::MultiHeadAttention::KeyValue> sources_;  // per layer, one row per sentence: projected once
+    Tensor src_mask_, row_src_mask_;                         // [B, 1, 1, S], and [N, 1, 1, S] for the rows
+    std::vector<int64_t> sentence_;                          // the sentence of each row
+    int64_t fed_ = 0;
+  };
+  DecoderState start_decoding(const Encoded& encoded);  // one row per sentence, nothing fed yet
+  // Feeds one token per row (int64 [N]) -> logits of each row's next token [N, tgt_vocab].
+  Tensor decode_step(DecoderState& state, const Tensor& tokens);
+
   const TransformerConfig& config() const { return config_; }
   int64_t d_model() const { return config_.d_model; }
 
@@ -103,7 +141,7 @@ class Transformer : public nn::Module {
   nn::Linear generator;  // weight tied to tgt_embed.weight
 
  private:
-  Tensor embed(const nn::Embedding& table, const Tensor& ids) const;
+  Tensor embed(const nn::Embedding& table, const Tensor& ids, int64_t first = 0) const;  // first: of the positions
   TransformerConfig config_;
 };
 

@@ -18,6 +18,15 @@ class MultiHeadAttention : public Module {
     return forward(query, key, value, mask);
   }
 
+  // forward in two halves, for a decoder that caches keys and values between steps:
+  // key and value [B, Tk, d_model] projected and split into heads, [B, heads, Tk, d_head]
+  // each; then query [B, Tq, d_model] attending over them (mask as in forward).
+  struct KeyValue {
+    Tensor key, value;
+  };
+  KeyValue project_key_value(const Tensor& key, const Tensor& value);
+  Tensor attend(const Tensor& query, const KeyValue& projected, const Tensor& mask = {});
+
   // For study: when on, each forward keeps its attention weights [B, heads, Tq, Tk]
   // (after softmax, before dropout; detached) in last_weights().
   void keep_weights(bool on) { keep_weights_ = on; }
@@ -27,6 +36,9 @@ class MultiHeadAttention : public Module {
   Linear w_q, w_k, w_v, w_o;
 
  private:
+  void check_input(const char* what, const Tensor& t) const;
+  Tensor split_heads(const Tensor& x) const;
+
   int64_t d_model_, heads_;
   double dropout_p_;
   Generator* gen_;

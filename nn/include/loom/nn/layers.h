@@ -92,8 +92,10 @@ class PositionalEncoding : public Module {
  public:
   PositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 5000,
                      Generator& gen = default_generator(), TensorOptions options = {});
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  // x [batch, time, d_model] holds positions first .. first + time - 1 (first > 0: a
+  // decoder fed one token at a time).
+  Tensor forward(const Tensor& x, int64_t first = 0) const;
+  Tensor operator()(const Tensor& x, int64_t first = 0) const { return forward(x, first); }
   const Tensor& table() const { return table_; }  // [max_len, d_model]
 
   Dropout dropout;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Decoding speed, loom vs PyTorch, same model, sentences and threads:
+#   bench/decode.sh MODEL_DIR [INPUT] [THREADS]
+#     MODEL_DIR  a folder from `loom train` (model.safetensors, spm.model)
+#     INPUT      sentences to translate (default ../shared/data/multi30k/test_2016_flickr.de.gz)
+#     THREADS    default 2
+# Times (loading the model and tokenizing included; for torch, not its import):
+#   loom translate --beam 4 (the issue's target: test_2016_flickr in <= 10 s on 2 cores),
+#   loom translate --beam 1 --alpha 0 (greedy decoding), and bench/torch_decode.py,
+#   PyTorch greedy decoding of the same weights with the same cached, batched algorithm.
+# Prints the torch / loom greedy time ratio (> 1: loom faster) and how many greedy
+# translations agree, a check that both ran the same model.
+# Environment: LOOM (default build/tools/loom), TORCH_PYTHON (default /usr/bin/python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model="${1:?usage: bench/decode.sh MODEL_DIR [INPUT] [THREADS]}"
+input="${2:-../shared/data/multi30k/test_2016_flickr.de.gz}"
+threads="${3:-2}"
+loom="${LOOM:-build/tools/loom}"
+torch_python="${TORCH_PYTHON:-/usr/bin/python3}"
+[[ -x "$loom" ]] || { echo "bench/decode.sh: no loom binary at $loom: build first" >&2; exit 2; }
+export OMP_NUM_THREADS="$threads"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+echo "bench/decode.sh: $input, OMP_NUM_THREADS=$OMP_NUM_THREADS, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Runs a command, prints "NAME: S s wall, U s cpu" and leaves the wall seconds in $seconds.
+timed() {
+  local name="$1"; shift
+  local start=$EPOCHREALTIME
+  /usr/bin/time -f "%U %S" -o "$out/cpu" "$@"
+  seconds=$(echo "$EPOCHREALTIME - $start" | bc)
+  printf '%-34s %6.2f s wall, %6.2f s cpu\n' "$name:" "$seconds" "$(awk '{print $1 + $2}' "$out/cpu")"
+}
+
+timed "loom beam 4" "$loom" translate --model "$model" --input "$input" --output "$out/beam4.txt" --beam 4 --threads "$threads"
+timed "loom greedy (--beam 1 --alpha 0)" "$loom" translate --model "$model" --input "$input" --output "$out/greedy.txt" \
+  --beam 1 --alpha 0 --threads "$threads"
+loom_greedy=$seconds
+if "$torch_python" -c 'import torch, sentencepiece' 2>/dev/null; then
+  "$torch_python" bench/torch_decode.py --model "$model" --input "$input" --output "$out/torch.txt" \
+    --threads "$threads" --json "$out/torch.json" > "$out/torch.log"
+  torch_seconds=$("$torch_python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["seconds"])' "$out/torch.json")
+  printf '%-34s %6.2f s wall (in the script: loading, tokenizing, decoding; no import)\n' "torch greedy:" \
+    "$torch_seconds"
+  echo "torch / loom greedy time: $(echo "scale=2; $torch_seconds / $loom_greedy" | bc) (> 1: loom faster)"
+  echo "greedy translations identical: $(paste -d'\n' "$out/greedy.txt" "$out/torch.txt" | paste - - |
+    awk -F'\t' '$1 == $2 { same++ } END { print same "/" NR }')"
+else
+  echo "bench/decode.sh: PyTorch or SentencePiece missing for $torch_python (scripts/setup --bench); loom only"
+fi
