@@ -69,7 +69,8 @@ assert len(rows) == 4 * 2, len(rows)
 layer_names = [k for k in rows[0] if k not in ("pre_norm", "warmup", "step", "loss", "grad_norm")]
 for r in rows:
     parts = [r[k] for k in layer_names if not math.isnan(r[k])]
-    assert abs(math.sqrt(sum(p * p for p in parts)) - r["grad_norm"]) < 1e-9 * r["grad_norm"], r
+    # the CSV keeps 8 decimals, so each printed norm is off by up to 5e-9
+    assert abs(math.sqrt(sum(p * p for p in parts)) - r["grad_norm"]) < 2e-8 * len(parts), r
     assert math.isnan(r["encoder.norm"]) == (r["pre_norm"] == 0), r
 first = {(r["pre_norm"], r["warmup"]): r for r in rows if r["step"] == 1}
 for pre in (0, 1):
