@@ -23,6 +23,9 @@ grep -q "saved $dir/run/model.safetensors" "$dir/train.log" || fail "no checkpoi
 
 "$loom" translate --model "$dir/run" --input "$dir/val.de" --output "$dir/val.hyp" --beam 2 --extra-len 4
 [[ $(wc -l < "$dir/val.hyp") -eq 20 ]] || fail "expected 20 translations, got $(wc -l < "$dir/val.hyp")"
+# A line's translation does not depend on the lines batched with it.
+"$loom" translate --model "$dir/run" --input "$dir/val.de" --output "$dir/one_by_one.hyp" --beam 2 --extra-len 4 --batch 1
+cmp -s "$dir/val.hyp" "$dir/one_by_one.hyp" || fail "translations change with --batch"
 head -2 "$dir/val.de" | "$loom" translate --model "$dir/run" --beam 1 --extra-len 4 > "$dir/stdin.hyp"
 [[ $(wc -l < "$dir/stdin.hyp") -eq 2 ]] || fail "stdin: expected 2 translations"
 

@@ -61,22 +61,21 @@ void run_translate(const TranslateOptions& o) {
     }
     ids.back().push_back(models::Vocabulary::kEos);
   }
-  // Batches of lines of similar length (the order restored on output): little
-  // padding, and a batch's sentences finish at about the same step, so decoding
-  // steps keep many rows.
+  // Batches of lines of the same length (the order restored on output): no
+  // padding, the same output cap for every line of a batch (its own length +
+  // --extra-len), so a line's translation never depends on which lines share its
+  // batch; and a batch's sentences finish at about the same step.
   std::vector<size_t> order(lines.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   std::vector<std::string> translations(lines.size());
-  for (size_t first = 0; first < order.size(); first += static_cast<size_t>(o.batch)) {
-    const size_t last = std::min(order.size(), first + static_cast<size_t>(o.batch));
-    size_t longest = 0;
-    for (size_t k = first; k < last; ++k) longest = std::max(longest, ids[order[k]].size());
+  for (size_t first = 0, last = 0; first < order.size(); first = last) {
+    const size_t longest = ids[order[first]].size();
+    last = first;
+    while (last < order.size() && last - first < static_cast<size_t>(o.batch) && ids[order[last]].size() == longest)
+      ++last;
     std::vector<int64_t> flat;
-    for (size_t k = first; k < last; ++k) {
-      flat.insert(flat.end(), ids[order[k]].begin(), ids[order[k]].end());
-      flat.insert(flat.end(), longest - ids[order[k]].size(), models::Vocabulary::kPad);
-    }
+    for (size_t k = first; k < last; ++k) flat.insert(flat.end(), ids[order[k]].begin(), ids[order[k]].end());
     Tensor src = from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(longest)}, {DType::i64});
     // The target prefix (bos + output) must fit the positional table too.
     const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(longest) + o.extra_len, model.config().max_len - 1);
