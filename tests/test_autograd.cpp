@@ -324,6 +324,17 @@ TEST_CASE("graph pictures: scopes become clusters, and one box each when the gra
   CHECK(collapsed.find("\"scope layers.1\" -> \"scope layers.0\"") != std::string::npos);
 }
 
+TEST_CASE("grad with named options: a second derivative") {
+  Tensor x = leaf({1.0, -2.0});
+  Tensor y = (x * x * x).sum();
+  std::vector<Tensor> dy = grad({y}, {x}, {}, {.create_graph = true});  // 3x^2, itself differentiable
+  CHECK(values(dy[0]) == std::vector<double>{3, 12});
+  std::vector<Tensor> d2y = grad({dy[0].sum()}, {x});
+  CHECK(values(d2y[0]) == std::vector<double>{6, -12});
+  Tensor unused = leaf({5.0});
+  CHECK(!grad({(x * x).sum()}, {unused}, {}, {.allow_unused = true})[0].defined());
+}
+
 TEST_CASE("to_dtype passes the gradient back in the input's dtype, exactly") {
   Tensor x = leaf({1.5, -2.25});
   Tensor y = (to_dtype(x, f32) * 2.0).sum();

@@ -628,4 +628,9 @@ std::string graph_dot(const Tensor& root, const GraphDotOptions& options) {
   return out + "}\n";
 }
 
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& options) {
+  return grad(outputs, inputs, grad_outputs, options.retain_graph, options.create_graph, options.allow_unused);
+}
+
 }  // namespace loom

@@ -190,6 +190,14 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t);
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false);
+// The same with named options: grad({y}, {x}, {}, {.create_graph = true}).
+struct GradOptions {
+  bool retain_graph = false;  // keep the graph for another backward
+  bool create_graph = false;  // record the backward itself (second derivatives); implies retain_graph
+  bool allow_unused = false;  // an input the outputs do not depend on gets an undefined tensor, not an error
+};
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& options);
 
 // The engine's only arithmetic: summing two gradients, and giving a leaf's
 // .grad its own dense memory (a gradient may arrive as a stride-0 expanded view).
