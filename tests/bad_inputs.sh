@@ -50,7 +50,7 @@ cp "$dir/run/model.safetensors" "$dir/good.safetensors"
 unchanged() { cmp -s "$dir/run/model.safetensors" "$dir/good.safetensors" || fail "$1 changed the checkpoint"; }
 
 # ---- the command line: exit code 2, the flag and its range named ----
-expect 2 "no command given (the commands are gradcheck, bench, train, translate, bleu" "$loom"
+expect 2 "no command given (the commands are gradcheck, explain, graph, bench, train, translate, bleu" "$loom"
 expect 2 "unknown command 'trian'" "$loom" trian --data "$dir"
 train=("$loom" train --data "$dir" --out "$dir/run" --preset tiny)
 expect 2 "--log-every: must be at least 1, got 0" "${train[@]}" --log-every 0

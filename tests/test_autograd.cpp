@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <limits>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "loom/ops.h"
@@ -221,6 +223,116 @@ TEST_CASE("graph export: DOT names the ops, shapes and trainable leaves") {
   CHECK(dot.find("w (requires grad)") != std::string::npos);
   CHECK(dot.find("[2, 2]") != std::string::npos);
   CHECK(dot.find("constant") != std::string::npos);  // x needs no grad
+}
+
+namespace {
+// The DOT lines of nodes ("n12 [label=...") and the edge from node a to node b, if any.
+size_t count_nodes(const std::string& dot) {
+  static const std::regex node_line(R"(^ +n[0-9]+ \[label=)");
+  size_t count = 0;
+  std::istringstream lines(dot);
+  for (std::string line; std::getline(lines, line);) count += std::regex_search(line, node_line);
+  return count;
+}
+std::string node_id(const std::string& dot, const std::string& label_start) {
+  size_t at = dot.find("[label=\"" + label_start);
+  REQUIRE(at != std::string::npos);
+  size_t start = dot.rfind('\n', at) + 1;
+  return dot.substr(start, at - start);  // "  n3 "
+}
+std::string trim(std::string s) {
+  s.erase(0, s.find_first_not_of(' '));
+  s.erase(s.find_last_not_of(' ') + 1);
+  return s;
+}
+}  // namespace
+
+TEST_CASE("graph pictures: nodes, source lines, and each edge labelled with the gradient norm that flowed") {
+  Tensor x = leaf({0.5, -1.0, 2.0}).set_name("x");
+  Tensor w = leaf({1.5, 0.25, -0.75}).set_name("w");
+  Tensor b = leaf({0.1, 0.2, 0.3}).set_name("b");
+  GradientTrace trace;
+  Tensor loss;
+  {
+    GradientTraceGuard tracing(trace);
+    loss = tanh(x * w + b).sum();  // the line every node names
+    loss.backward();
+  }
+  const int line = __LINE__ - 3;
+  std::string dot = graph_dot(loss, {.trace = &trace});
+  // sum, tanh, add, mul and three leaves.
+  CHECK(count_nodes(dot) == 7);
+  CHECK(dot.find(fmt::format("test_autograd.cpp:{}", line)) != std::string::npos);
+  // The edge from mul to x carried dL/dx: its norm, computed directly from x.grad.
+  std::vector<double> gx = values(x.grad());
+  double norm = std::sqrt(gx[0] * gx[0] + gx[1] * gx[1] + gx[2] * gx[2]);
+  std::string mul = trim(node_id(dot, "mul")), xs = trim(node_id(dot, "x (requires grad)"));
+  CHECK(dot.find(fmt::format("{} -> {} [label=\"{:.3g}\"]", mul, xs, norm)) != std::string::npos);
+  bool found = false;
+  for (const auto& [edge, flow] : trace.edges)
+    if (edge.first->name == "mul" && edge.second == 0) {
+      CHECK(flow.norm == doctest::Approx(norm).epsilon(1e-14));
+      found = true;
+    }
+  CHECK(found);
+  CHECK(trace.first_nan_forward == nullptr);
+  CHECK(trace.first_nan_backward == nullptr);
+}
+
+TEST_CASE("graph pictures: the first NaN producer and all-zero gradients are highlighted") {
+  Tensor x = leaf({-1.0, 4.0}).set_name("x");
+  Tensor z = leaf({-2.0, -3.0}).set_name("z");
+  GradientTrace trace;
+  Tensor loss;
+  {
+    GradientTraceGuard tracing(trace);
+    Tensor bad = log(x);              // log(-1) = NaN: the first producer
+    Tensor worse = exp(bad);          // NaN again, but not first
+    loss = (worse + relu(z)).sum();   // relu of negatives: zero gradient into z
+    loss.backward();
+  }
+  REQUIRE(trace.first_nan_forward != nullptr);
+  CHECK(trace.first_nan_forward->name == "log");
+  std::string dot = graph_dot(loss, {.trace = &trace});
+  size_t marked = dot.find("first NaN/Inf (forward)");
+  REQUIRE(marked != std::string::npos);
+  size_t line_start = dot.rfind('\n', marked);
+  CHECK(dot.substr(line_start, marked - line_start).find("label=\"log") != std::string::npos);
+  CHECK(dot.find("first NaN/Inf (forward)", marked + 1) == std::string::npos);  // one first producer
+  CHECK(dot.find("fillcolor=red") != std::string::npos);
+  CHECK(dot.find("0 (all zero)") != std::string::npos);  // relu -> z
+  CHECK(dot.find("NaN/Inf\", color=red") != std::string::npos);  // a NaN gradient edge
+}
+
+TEST_CASE("graph pictures: scopes become clusters, and one box each when the graph is large") {
+  Tensor x = leaf({0.5, -0.25}).set_name("x");
+  Tensor h = x;
+  for (int layer = 0; layer < 3; ++layer) {
+    GraphScope scope(fmt::format("layers.{}", layer));
+    for (int k = 0; k < 4; ++k) h = tanh(h * 1.5);
+  }
+  Tensor loss = h.sum();
+  std::string full = graph_dot(loss);
+  CHECK(full.find("subgraph cluster_0") != std::string::npos);
+  CHECK(full.find("label=\"layers.2\"") != std::string::npos);
+  CHECK(count_nodes(full) == 3 * 8 + 2);  // 3 layers of 4 (mul, tanh); sum; the leaf
+  // The leaf is used by layers.0 alone, so it is drawn in that cluster (as a layer's weights are).
+  CHECK(full.find("label=\"x (requires grad)") > full.find("label=\"layers.0\""));
+  std::string collapsed = graph_dot(loss, {.collapse_above = 10});
+  CHECK(collapsed.find("subgraph") == std::string::npos);
+  CHECK(collapsed.find("\"scope layers.1\" [label=\"layers.1\\n8 ops\"") != std::string::npos);
+  CHECK(collapsed.find("\"scope layers.1\" -> \"scope layers.0\"") != std::string::npos);
+}
+
+TEST_CASE("grad with named options: a second derivative") {
+  Tensor x = leaf({1.0, -2.0});
+  Tensor y = (x * x * x).sum();
+  std::vector<Tensor> dy = grad({y}, {x}, {}, {.create_graph = true});  // 3x^2, itself differentiable
+  CHECK(values(dy[0]) == std::vector<double>{3, 12});
+  std::vector<Tensor> d2y = grad({dy[0].sum()}, {x});
+  CHECK(values(d2y[0]) == std::vector<double>{6, -12});
+  Tensor unused = leaf({5.0});
+  CHECK(!grad({(x * x).sum()}, {unused}, {}, {.allow_unused = true})[0].defined());
 }
 
 TEST_CASE("to_dtype passes the gradient back in the input's dtype, exactly") {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "loom/explain.h"
 #include "loom/gradcheck.h"
 #include "loom/kernel_table.h"
 #include "loom/ops.h"
@@ -163,4 +164,77 @@ TEST_CASE("negative control: a fast kernel that drifts from its reference fails 
       .samples = {unary_sample({3, 4})},
   };
   CHECK(any_failed(check_op(drifting), "reference"));
+}
+
+// ---- `loom explain`: formulas from the registration, gradcheck's own numbers ----
+
+TEST_CASE("every registered op states its forward, derivative and shape rule for `loom explain`") {
+  for (const OpInfo& op : registered_ops()) {
+    INFO(op.name);
+    CHECK(!op.formula.empty());
+    CHECK(!op.derivative.empty());
+    CHECK(!op.shape_rule.empty());
+    // A differentiable op gives a formula for its derivative, not "none".
+    if (op.differentiable) CHECK(op.derivative.rfind("none", 0) != 0);
+  }
+}
+
+TEST_CASE("explain's Jacobians and max errors are gradcheck's, sample for sample") {
+  for (const char* name : {"softmax", "mul", "layer_norm", "matmul"}) {
+    const OpInfo& op = op_or_error(name);
+    std::vector<CheckResult> matrix = check_op(op);
+    for (size_t s : {size_t{0}, smallest_sample(op)}) {
+      INFO(name << " sample " << s);
+      Explanation e = explain(op, s);
+      REQUIRE(e.first.has_value());
+      auto row = [&](const std::string& check) {
+        auto it = std::find_if(matrix.begin(), matrix.end(),
+                               [&](const CheckResult& r) { return r.sample == e.sample_label && r.check == check; });
+        REQUIRE(it != matrix.end());
+        return *it;
+      };
+      CHECK(e.first->result.max_abs_error == row("gradcheck").max_abs_error);
+      CHECK(e.first->result.max_rel_error == row("gradcheck").max_rel_error);
+      REQUIRE(e.second.has_value());
+      CHECK(e.second->result.max_abs_error == row("gradgradcheck").max_abs_error);
+      // The printed matrices are the compared ones: recomputing the error from them gives the same maximum.
+      double from_matrices = 0;
+      for (size_t r = 0; r < e.first->analytic.size(); ++r)
+        for (size_t c = 0; c < e.first->analytic[r].size(); ++c)
+          from_matrices = std::max(from_matrices, std::abs(e.first->analytic[r][c] - e.first->numeric[r][c]));
+      CHECK(from_matrices == e.first->result.max_abs_error);
+      // Rows: every output element; columns: every differentiable input element.
+      CHECK(e.first->analytic.size() == static_cast<size_t>(e.output.numel()));
+    }
+  }
+}
+
+TEST_CASE("explain: the Jacobian of mul is diag(b) beside diag(a), and the text shows both") {
+  const OpInfo& op = op_or_error("mul");
+  Explanation e = explain(op, 0);  // [4,7] * [4,7]
+  auto a = e.inputs[0].to_vector<double>(), b = e.inputs[1].to_vector<double>();
+  const JacobianCheck& j = *e.first;
+  REQUIRE(j.columns.size() == 2);
+  CHECK(j.analytic[3][3] == b[3]);
+  CHECK(j.analytic[3][28 + 3] == a[3]);
+  CHECK(j.analytic[3][4] == 0.0);
+  std::string text = format_explanation(e);
+  CHECK(text.find("da = sum_to(g·b, a.shape)") != std::string::npos);
+  CHECK(text.find("analytic (backward)") != std::string::npos);
+  CHECK(text.find("gradgradcheck: max abs error") != std::string::npos);
+}
+
+TEST_CASE("explain: an unknown op is an error listing the near names") {
+  CHECK_THROWS_WITH_AS(op_or_error("sofmax"), doctest::Contains("did you mean softmax"), Error);
+  CHECK_THROWS_WITH_AS(op_or_error("qqqqqqqqqq"), doctest::Contains("no op named 'qqqqqqqqqq'"), Error);
+  std::vector<std::string> near = similar_op_names("log_sofmax");
+  REQUIRE(!near.empty());
+  CHECK(near[0] == "log_softmax");
+  CHECK_THROWS_AS(explain(op_or_error("tanh"), 99), Error);
+}
+
+TEST_CASE("explain: a forward-only op shows its values and no Jacobian") {
+  Explanation e = explain(op_or_error("argmax"), 0);
+  CHECK(!e.first.has_value());
+  CHECK(format_explanation(e).find("not differentiable") != std::string::npos);
 }

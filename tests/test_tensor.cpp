@@ -71,3 +71,11 @@ TEST_CASE("devices: CUDA tensors need a CUDA backend") {
   CHECK_THROWS_WITH_AS(Tensor::empty({2}, {f32, Device::cuda(0)}),
                        doctest::Contains("no backend for cuda"), Error);
 }
+
+TEST_CASE("from_vector without options takes the dtype from the element type") {
+  CHECK(from_vector(std::vector<double>{0.1, 0.2}, {2}).dtype() == DType::f64);
+  CHECK(from_vector(std::vector<double>{0.1, 0.2}, {2}).to_vector<double>()[0] == 0.1);  // not rounded to float
+  CHECK(from_vector(std::vector<float>{1, 2}, {2}).dtype() == DType::f32);
+  CHECK(from_vector(std::vector<int64_t>{1, 2}, {2}).dtype() == DType::i64);
+  CHECK(from_vector(std::vector<double>{1, 2}, {2}, {DType::f32}).dtype() == DType::f32);  // asked for: converted
+}

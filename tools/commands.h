@@ -5,6 +5,8 @@ namespace loom::tools {
 
 // Each subcommand adds itself to the app and returns the code to exit with.
 void add_gradcheck_command(CLI::App& app, int& exit_code);
+void add_explain_command(CLI::App& app, int& exit_code);
+void add_graph_command(CLI::App& app);
 void add_bench_command(CLI::App& app, int& exit_code);
 // Sets OpenMP's and OpenBLAS's thread counts (tools/threads.cpp).
 void use_threads(int threads);

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   try {
     loom::tools::add_gradcheck_command(app, exit_code);
+    loom::tools::add_explain_command(app, exit_code);
+    loom::tools::add_graph_command(app);
     loom::tools::add_bench_command(app, exit_code);
     loom::tools::add_train_command(app);
     loom::tools::add_translate_commands(app);

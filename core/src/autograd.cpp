@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <cmath>
 #include <queue>
 #include <unordered_map>
@@ -19,6 +20,8 @@ thread_local int tls_callsite_depth = 0;
 thread_local std::source_location tls_callsite;
 thread_local const Node* tls_backward_node = nullptr;  // the node whose backward is running
 std::atomic<uint64_t> g_sequence{0};
+thread_local std::shared_ptr<const std::string> tls_scope;
+thread_local GradientTrace* tls_trace = nullptr;
 GradientAdder g_adder = nullptr;
 GradientDensifier g_densifier = nullptr;
 }  // namespace
@@ -34,6 +37,29 @@ CallSite::CallSite(const std::source_location& where) : outermost_(tls_callsite_
 }
 CallSite::~CallSite() { --tls_callsite_depth; }
 std::source_location CallSite::current() { return tls_callsite; }
+
+GraphScope::GraphScope(std::string_view name) : previous_(tls_scope) {
+  tls_scope = std::make_shared<const std::string>(previous_ ? fmt::format("{}.{}", *previous_, name) : std::string(name));
+}
+GraphScope::~GraphScope() { tls_scope = previous_; }
+std::shared_ptr<const std::string> GraphScope::current() { return tls_scope; }
+
+GradientTraceGuard::GradientTraceGuard(GradientTrace& trace) : previous_(tls_trace) { tls_trace = &trace; }
+GradientTraceGuard::~GradientTraceGuard() { tls_trace = previous_; }
+
+GradientFlow gradient_flow(const Tensor& g) {
+  GradientFlow flow;
+  if (!g.defined()) return flow;
+  std::vector<double> values = g.detach().to(kCPU).to_vector<double>();
+  double sum = 0;
+  bool zero = true, non_finite = false;
+  for (double v : values) {
+    sum += v * v;
+    zero = zero && v == 0;
+    non_finite = non_finite || !std::isfinite(v);
+  }
+  return {std::sqrt(sum), zero, non_finite};
+}
 
 void set_gradient_functions(GradientAdder add, GradientDensifier contiguous) {
   g_adder = add;
@@ -196,6 +222,7 @@ Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor o
   node->name = std::string(name);
   node->sequence = g_sequence++;
   node->where = CallSite::current();
+  node->scope = tls_scope;
   node->backward = std::move(backward);
   for (const Tensor& in : inputs) {
     node->next.push_back(in.defined() ? gradient_edge(in) : nullptr);
@@ -213,6 +240,11 @@ Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor o
     node->saved_output->grad_fn = nullptr;
     node->saved_output->grad = nullptr;
     node->saved_output->hooks.clear();
+  }
+  if (tls_trace) {
+    bool non_finite = has_non_finite(output);
+    tls_trace->forward_non_finite[node.get()] = non_finite;
+    if (non_finite && !tls_trace->first_nan_forward) tls_trace->first_nan_forward = node.get();
   }
   output.impl().grad_fn = node;
   output.impl().requires_grad = false;
@@ -282,7 +314,10 @@ struct Engine {
   void run(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& seeds) {
     collect(roots);
     for (size_t i = 0; i < roots.size(); ++i)
-      if (roots[i] && needed.count(roots[i].get())) accumulate(roots[i].get(), seeds[i]);
+      if (roots[i] && needed.count(roots[i].get())) {
+        accumulate(roots[i].get(), seeds[i]);
+        if (tls_trace) tls_trace->roots[roots[i].get()] = gradient_flow(seeds[i]);
+      }
     auto later_first = [](Node* a, Node* b) { return a->sequence < b->sequence; };
     std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
     std::unordered_set<Node*> queued;
@@ -323,6 +358,7 @@ struct Engine {
       }
       LOOM_CHECK(grads.size() == node->next.size(), "{}: backward returned {} gradients for {} inputs",
                  node->name, grads.size(), node->next.size());
+      if (tls_trace) trace(node, grad, grads);
       for (size_t i = 0; i < grads.size(); ++i) {
         Node* next = node->next[i].get();
         if (!next || !needed.count(next)) continue;
@@ -340,6 +376,20 @@ struct Engine {
       }
       if (!retain_graph) node->release();
     }
+  }
+
+  // Records what flowed along each of node's edges, and whether its backward
+  // made the first NaN/Inf from a finite incoming gradient.
+  static void trace(const Node* node, const Tensor& incoming, const std::vector<Tensor>& grads) {
+    bool made_non_finite = false;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined() || !node->next[i]) continue;
+      GradientFlow flow = gradient_flow(grads[i]);
+      tls_trace->edges[{node, i}] = flow;
+      made_non_finite = made_non_finite || flow.non_finite;
+    }
+    if (made_non_finite && !tls_trace->first_nan_backward && !gradient_flow(incoming).non_finite)
+      tls_trace->first_nan_backward = node;
   }
 
   bool has_needed_child(Node* node) const {
@@ -399,44 +449,188 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 }
 
 // ---- graph export ----
-std::string graph_dot(const Tensor& root) {
-  std::string out = "digraph loom {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n";
+namespace {
+
+// A DOT string literal's contents.
+std::string dot_escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string source_line(const std::source_location& where) {
+  if (where.line() == 0) return "";
+  std::string_view file = where.file_name();
+  if (auto slash = file.rfind('/'); slash != std::string_view::npos) file.remove_prefix(slash + 1);
+  return fmt::format("{}:{}", file, where.line());
+}
+
+std::string flow_label(const GradientFlow& f) {
+  return f.non_finite ? "NaN/Inf" : f.all_zero ? "0 (all zero)" : fmt::format("{:.3g}", f.norm);
+}
+std::string flow_style(const GradientFlow& f) {
+  if (f.non_finite) return ", color=red, fontcolor=red, penwidth=2";
+  if (f.all_zero) return ", color=orange, fontcolor=darkorange, style=dashed";
+  return "";
+}
+
+// Several edges between the same two boxes (a collapsed scope): the norm of all
+// their gradients together.
+GradientFlow combine(const GradientFlow& a, const GradientFlow& b) {
+  return {std::sqrt(a.norm * a.norm + b.norm * b.norm), a.all_zero && b.all_zero, a.non_finite || b.non_finite};
+}
+
+}  // namespace
+
+std::string graph_dot(const Tensor& root, const GraphDotOptions& options) {
+  std::string out = "digraph loom {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n"
+                    "  edge [fontname=\"monospace\", fontsize=9];\n";
   if (!root.requires_grad()) return out + "}\n";
-  std::unordered_map<Node*, int> ids;
-  std::vector<Node*> stack;
-  auto id_of = [&](Node* n) {
-    auto [it, inserted] = ids.emplace(n, static_cast<int>(ids.size()));
-    if (inserted) stack.push_back(n);
-    return it->second;
-  };
+  const GradientTrace* trace = options.trace;
+
+  // Every node behind root, in discovery order (iterative: any depth).
   auto root_node = gradient_edge(root);
-  int root_id = id_of(root_node.get());
-  out += fmt::format("  out [label=\"{}\\n{} {}\", shape=ellipse];\n  out -> n{};\n",
-                     root.name().empty() ? "output" : root.name(), root.shape(), dtype_name(root.dtype()), root_id);
+  std::unordered_map<const Node*, size_t> ids;
+  std::vector<const Node*> nodes;
+  std::vector<const Node*> stack = {root_node.get()};
+  ids[root_node.get()] = 0;
+  nodes.push_back(root_node.get());
   while (!stack.empty()) {
-    Node* n = stack.back();
+    const Node* n = stack.back();
     stack.pop_back();
-    std::string label;
-    if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
-      auto leaf = acc->leaf.lock();
-      std::string leaf_name = leaf && !leaf->name.empty() ? leaf->name : "leaf";
-      label = fmt::format("{} (requires grad)\\n{} {}", leaf_name, n->output.shape, dtype_name(n->output.dtype));
-      out += fmt::format("  n{} [label=\"{}\", style=filled, fillcolor=lightblue];\n", ids[n], label);
-    } else {
-      label = fmt::format("{}\\n{} {}", n->name, n->output.shape, dtype_name(n->output.dtype));
-      out += fmt::format("  n{} [label=\"{}\"];\n", ids[n], label);
-    }
-    for (size_t i = 0; i < n->next.size(); ++i) {
-      if (!n->next[i]) {
-        out += fmt::format("  c{}_{} [label=\"constant\\n{}\", shape=plaintext];\n  n{} -> c{}_{} [style=dashed];\n",
-                           ids[n], i, n->inputs[i].shape, ids[n], ids[n], i);
-        continue;
+    for (const auto& next : n->next)
+      if (next && ids.emplace(next.get(), nodes.size()).second) {
+        nodes.push_back(next.get());
+        stack.push_back(next.get());
       }
-      int child = id_of(n->next[i].get());
-      out += fmt::format("  n{} -> n{};\n", ids[n], child);
+  }
+  const bool collapse = nodes.size() > options.collapse_above;
+
+  // A node's scope; a leaf (a layer's weight) belongs to the scope of its users when they share one.
+  std::unordered_map<const Node*, std::string> scopes;
+  for (const Node* n : nodes)
+    if (n->scope) scopes[n] = *n->scope;
+  std::unordered_map<const Node*, std::optional<std::string>> user_scope;
+  for (const Node* n : nodes)
+    for (const auto& next : n->next) {
+      if (!next || !next->is_accumulator()) continue;
+      std::string scope = scopes.count(n) ? scopes[n] : "";
+      auto [it, first] = user_scope.emplace(next.get(), scope);
+      if (!first && it->second != scope) it->second = std::string();
+    }
+  for (const auto& [leaf, scope] : user_scope)
+    if (scope && !scope->empty()) scopes[leaf] = *scope;
+
+  // Where a node is drawn: its own box, or (collapsed) its scope's box.
+  auto scope_of = [&](const Node* n) -> std::string {
+    auto it = scopes.find(n);
+    return it == scopes.end() ? "" : it->second;
+  };
+  auto box = [&](const Node* n) {
+    std::string scope = scope_of(n);
+    return collapse && !scope.empty() ? fmt::format("\"scope {}\"", dot_escape(scope)) : fmt::format("n{}", ids[n]);
+  };
+
+  auto node_line = [&](const Node* n) {
+    std::string label, style;
+    if (n->is_accumulator()) {
+      auto leaf = static_cast<const AccumulateGrad*>(n)->leaf.lock();
+      std::string leaf_name = leaf && !leaf->name.empty() ? leaf->name : "leaf";
+      label = fmt::format("{} (requires grad)\\n{} {}", dot_escape(leaf_name), n->output.shape, dtype_name(n->output.dtype));
+      bool bad_leaf = leaf && has_non_finite(Tensor(leaf).detach());
+      style = bad_leaf ? ", style=filled, fillcolor=red, fontcolor=white" : ", style=filled, fillcolor=lightblue";
+    } else {
+      std::string where = source_line(n->where);
+      label = fmt::format("{}\\n{} {}{}", dot_escape(n->name), n->output.shape, dtype_name(n->output.dtype),
+                          where.empty() ? "" : "\\n" + dot_escape(where));
+      if (trace && n == trace->first_nan_forward) {
+        label += "\\nfirst NaN/Inf (forward)";
+        style = ", style=filled, fillcolor=red, fontcolor=white";
+      } else if (trace && n == trace->first_nan_backward) {
+        label += "\\nfirst NaN/Inf (its backward)";
+        style = ", style=filled, fillcolor=orange";
+      } else if (trace) {
+        auto it = trace->forward_non_finite.find(n);
+        if (it != trace->forward_non_finite.end() && it->second) style = ", color=red";
+      }
+    }
+    return fmt::format("n{} [label=\"{}\"{}];\n", ids[n], label, style);
+  };
+
+  // Nodes: unscoped ones at the top level; a scope's as one cluster, or one box when collapsed.
+  std::map<std::string, std::vector<const Node*>> by_scope;
+  for (const Node* n : nodes) by_scope[scope_of(n)].push_back(n);
+  size_t cluster = 0;
+  for (const auto& [scope, members] : by_scope) {
+    if (scope.empty()) {
+      for (const Node* n : members) out += "  " + node_line(n);
+    } else if (collapse) {
+      bool has_nan = trace && std::any_of(members.begin(), members.end(), [&](const Node* n) {
+                       return n == trace->first_nan_forward || n == trace->first_nan_backward;
+                     });
+      out += fmt::format("  \"scope {}\" [label=\"{}\\n{} ops\", shape=box3d, style=filled, fillcolor={}];\n",
+                         dot_escape(scope), dot_escape(scope), members.size(), has_nan ? "red" : "lightgrey");
+    } else {
+      out += fmt::format("  subgraph cluster_{} {{\n    label=\"{}\"; style=rounded; color=grey;\n", cluster++,
+                         dot_escape(scope));
+      for (const Node* n : members) out += "    " + node_line(n);
+      out += "  }\n";
     }
   }
+
+  // The output and the gradient seeded into it.
+  std::string seed_label;
+  if (trace)
+    if (auto it = trace->roots.find(root_node.get()); it != trace->roots.end())
+      seed_label = fmt::format(" [label=\"{}\"{}]", flow_label(it->second), flow_style(it->second));
+  out += fmt::format("  out [label=\"{}\\n{} {}\", shape=ellipse];\n  out -> {}{};\n",
+                     dot_escape(root.name().empty() ? "output" : root.name()), root.shape(), dtype_name(root.dtype()),
+                     box(root_node.get()), seed_label);
+
+  // Edges, from a node to each of its inputs (the way gradients flow), labelled
+  // with the norm of what flowed; inside a collapsed scope, none; between boxes, combined.
+  std::map<std::pair<std::string, std::string>, std::optional<GradientFlow>> merged;
+  std::vector<std::pair<std::string, std::string>> merged_order;
+  for (const Node* n : nodes) {
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      std::string from = box(n);
+      if (!n->next[i]) {
+        if (collapse && !scope_of(n).empty()) continue;
+        out += fmt::format("  c{}_{} [label=\"constant\\n{}\", shape=plaintext];\n  {} -> c{}_{} [style=dashed];\n",
+                           ids[n], i, n->inputs[i].shape, from, ids[n], i);
+        continue;
+      }
+      std::string to = box(n->next[i].get());
+      if (from == to && collapse) continue;
+      std::optional<GradientFlow> flow;
+      if (trace)
+        if (auto it = trace->edges.find({n, i}); it != trace->edges.end()) flow = it->second;
+      if (!collapse) {
+        out += fmt::format("  {} -> {}{};\n", from, to,
+                           flow ? fmt::format(" [label=\"{}\"{}]", flow_label(*flow), flow_style(*flow)) : "");
+        continue;
+      }
+      auto key = std::make_pair(from, to);
+      auto [it, inserted] = merged.emplace(key, flow);
+      if (inserted) merged_order.push_back(key);
+      else if (it->second && flow) it->second = combine(*it->second, *flow);
+      else it->second = std::nullopt;
+    }
+  }
+  for (const auto& key : merged_order) {
+    const auto& flow = merged[key];
+    out += fmt::format("  {} -> {}{};\n", key.first, key.second,
+                       flow ? fmt::format(" [label=\"{}\"{}]", flow_label(*flow), flow_style(*flow)) : "");
+  }
   return out + "}\n";
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& options) {
+  return grad(outputs, inputs, grad_outputs, options.retain_graph, options.create_graph, options.allow_unused);
 }
 
 }  // namespace loom

@@ -137,7 +137,10 @@ Transformer::Encoded Transformer::encode(const Tensor& src) {
   Tensor pad = from_vector<int64_t>({config_.pad_id}, {}, {DType::i64, src.device()});
   Tensor src_mask = eq(src, pad).reshape({src.shape()[0], 1, 1, src.shape()[1]});
   Tensor x = embed(src_embed, src);
-  for (auto& layer : encoder) x = layer->forward(x, src_mask);
+  for (size_t i = 0; i < encoder.size(); ++i) {
+    GraphScope scope(fmt::format("encoder.layers.{}", i));  // one cluster per layer in graph pictures
+    x = encoder[i]->forward(x, src_mask);
+  }
   if (encoder_norm) x = (*encoder_norm)(x);
   return {x, src_mask};
 }
@@ -147,7 +150,10 @@ Tensor Transformer::decode(const Encoded& encoded, const Tensor& tgt_in) {
              "Transformer: target ids {} do not match the source batch {}", tgt_in.shape(), encoded.memory.shape());
   Tensor tgt_mask = causal_mask(tgt_in.shape()[1], tgt_in.device());
   Tensor x = embed(tgt_embed, tgt_in);
-  for (auto& layer : decoder) x = layer->forward(x, encoded.memory, encoded.src_mask, tgt_mask);
+  for (size_t i = 0; i < decoder.size(); ++i) {
+    GraphScope scope(fmt::format("decoder.layers.{}", i));
+    x = decoder[i]->forward(x, encoded.memory, encoded.src_mask, tgt_mask);
+  }
   if (decoder_norm) x = (*decoder_norm)(x);
   return generator(x);
 }

@@ -17,6 +17,9 @@ Tensor sign(const Tensor& x, Where where) {
 
 LOOM_OP(abs){
     .name = "abs",
+    .formula = "y = |x|",
+    .derivative = "dx = g·sign(x)   (kink at 0)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return abs(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::away_from_zero), unary_sample({2, 3, 5}, Domain::away_from_zero),
                 unary_sample({}, Domain::away_from_zero, "0-d")},
@@ -24,6 +27,9 @@ LOOM_OP(abs){
 
 LOOM_OP(sign){
     .name = "sign",
+    .formula = "y = sign(x) ∈ {-1, 0, 1}",
+    .derivative = "none: piecewise constant (0 wherever it exists)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return sign(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::away_from_zero)},
     .differentiable = false,

@@ -39,6 +39,9 @@ std::vector<BenchCase> add_bench() {
 
 LOOM_OP(add){
     .name = "add",
+    .formula = "y = a + b",
+    .derivative = "da = sum_to(g, a.shape),  db = sum_to(g, b.shape)",
+    .shape_rule = "broadcast(a.shape, b.shape)",
     .call = [](const OpArgs& x) { return add(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
                 binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast"),

@@ -34,6 +34,9 @@ static OpCall amax_over(Shape dims, bool keepdim) {
 
 LOOM_OP(amax){
     .name = "amax",
+    .formula = "y = max of x over dims",
+    .derivative = "dx = g·[x = y] / (number of maxima)   (ties share g)",
+    .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return amax(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::any, "all"),
                 {{{{4, 7}}}, amax_over({1}, false), "dims={1}"},

@@ -31,6 +31,9 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim, Where where) {
 
 LOOM_OP(argmax){
     .name = "argmax",
+    .formula = "y = index of the first largest x along dim (int64)",
+    .derivative = "none: piecewise constant",
+    .shape_rule = "x.shape without dim (size 1 if keepdim), int64",
     .call = [](const OpArgs& x) { return argmax(x[0], 1); },
     .samples = {unary_sample({4, 7}, Domain::any, "dim=1"),
                 {{{{2, 3, 5}}}, [](const OpArgs& x) { return argmax(x[0], 0, true); }, "dim=0 keepdim"},
@@ -40,6 +43,9 @@ LOOM_OP(argmax){
 
 LOOM_OP(max){
     .name = "max",
+    .formula = "(values, indices) = (gather(x, dim, i), i),  i = argmax(x, dim)",
+    .derivative = "dx = g scattered to the argmax positions (gather's gradient)",
+    .shape_rule = "x.shape without dim (size 1 if keepdim)",
     .call = [](const OpArgs& x) { return max(x[0], 1).values; },
     .samples = {unary_sample({4, 7}, Domain::any, "dim=1 values"),
                 {{{{2, 3, 5}}}, [](const OpArgs& x) { return max(x[0], 0, true).values; }, "dim=0 keepdim values"},

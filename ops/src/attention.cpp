@@ -46,6 +46,10 @@ Tensor attention_composed(const OpArgs& x, const Tensor& additive) {
 
 LOOM_OP(scaled_dot_product_attention){
     .name = "scaled_dot_product_attention",
+    .formula = "y = dropout(W)·v,  W = softmax(S, mask),  S = q·kᵀ/√d_k",
+    .derivative = "dv = Dᵀ·g, D = dropout(W);  dW = dropout_backward(g·vᵀ);  dS = W⊙(dW - Σ_row dW⊙W);  "
+                  "dq = dS·k/√d_k;  dk = dSᵀ·q/√d_k   (composite)",
+    .shape_rule = "q [.., Tq, d_k], k [.., Tk, d_k], v [.., Tk, d_v] → [.., Tq, d_v]",
     .call = [](const OpArgs& x) { return attention_fixed(x, {}, 0.0); },
     .samples = {{{{{1, 2, 3, 3}}, {{1, 2, 4, 3}}, {{1, 2, 4, 2}}}},
                 {{{{2, 4, 3}}, {{2, 4, 3}}, {{2, 4, 2}}},

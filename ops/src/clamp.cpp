@@ -23,6 +23,9 @@ static OpCall clamp_to(double lo, double hi) {
 
 LOOM_OP(clamp){
     .name = "clamp",
+    .formula = "y = min(max(x, lo), hi)",
+    .derivative = "dx = g·[lo ≤ x ≤ hi]   (kinks at lo and hi)",
+    .shape_rule = "y has x's shape",
     .call = clamp_to(-0.1, 3.0),
     .samples = {{{{{4, 7}, Domain::away_from_zero}}, clamp_to(-0.1, 3.0), "[-0.1, 3]: clamps negatives"},
                 {{{{2, 3, 5}, Domain::away_from_zero}}, clamp_to(-3.0, 0.1), "[-3, 0.1]: clamps positives"},

@@ -28,17 +28,59 @@ static std::vector<Sample> compare_samples() {
           {{{{4, 7}, Domain::any, DType::b8, 2}, {{4, 7}, Domain::any, DType::b8, 2}}, {}, "bool"}};
 }
 
-LOOM_OP(eq){.name = "eq", .call = [](const OpArgs& x) { return eq(x[0], x[1]); }, .samples = compare_samples(),
-            .differentiable = false};
-LOOM_OP(ne){.name = "ne", .call = [](const OpArgs& x) { return ne(x[0], x[1]); }, .samples = compare_samples(),
-            .differentiable = false};
-LOOM_OP(lt){.name = "lt", .call = [](const OpArgs& x) { return lt(x[0], x[1]); }, .samples = compare_samples(),
-            .differentiable = false};
-LOOM_OP(le){.name = "le", .call = [](const OpArgs& x) { return le(x[0], x[1]); }, .samples = compare_samples(),
-            .differentiable = false};
-LOOM_OP(gt){.name = "gt", .call = [](const OpArgs& x) { return gt(x[0], x[1]); }, .samples = compare_samples(),
-            .differentiable = false};
-LOOM_OP(ge){.name = "ge", .call = [](const OpArgs& x) { return ge(x[0], x[1]); }, .samples = compare_samples(),
-            .differentiable = false};
+LOOM_OP(eq){
+    .name = "eq",
+    .formula = "y = (a == b)",
+    .derivative = "none: a bool output",
+    .shape_rule = "broadcast(a.shape, b.shape), bool",
+    .call = [](const OpArgs& x) { return eq(x[0], x[1]); },
+    .samples = compare_samples(),
+    .differentiable = false,
+};
+LOOM_OP(ne){
+    .name = "ne",
+    .formula = "y = (a != b)",
+    .derivative = "none: a bool output",
+    .shape_rule = "broadcast(a.shape, b.shape), bool",
+    .call = [](const OpArgs& x) { return ne(x[0], x[1]); },
+    .samples = compare_samples(),
+    .differentiable = false,
+};
+LOOM_OP(lt){
+    .name = "lt",
+    .formula = "y = (a < b)",
+    .derivative = "none: a bool output",
+    .shape_rule = "broadcast(a.shape, b.shape), bool",
+    .call = [](const OpArgs& x) { return lt(x[0], x[1]); },
+    .samples = compare_samples(),
+    .differentiable = false,
+};
+LOOM_OP(le){
+    .name = "le",
+    .formula = "y = (a <= b)",
+    .derivative = "none: a bool output",
+    .shape_rule = "broadcast(a.shape, b.shape), bool",
+    .call = [](const OpArgs& x) { return le(x[0], x[1]); },
+    .samples = compare_samples(),
+    .differentiable = false,
+};
+LOOM_OP(gt){
+    .name = "gt",
+    .formula = "y = (a > b)",
+    .derivative = "none: a bool output",
+    .shape_rule = "broadcast(a.shape, b.shape), bool",
+    .call = [](const OpArgs& x) { return gt(x[0], x[1]); },
+    .samples = compare_samples(),
+    .differentiable = false,
+};
+LOOM_OP(ge){
+    .name = "ge",
+    .formula = "y = (a >= b)",
+    .derivative = "none: a bool output",
+    .shape_rule = "broadcast(a.shape, b.shape), bool",
+    .call = [](const OpArgs& x) { return ge(x[0], x[1]); },
+    .samples = compare_samples(),
+    .differentiable = false,
+};
 
 }  // namespace loom

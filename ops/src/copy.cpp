@@ -81,6 +81,9 @@ Tensor to_device(const Tensor& x, Device device, Where where) {
 
 LOOM_OP(clone){
     .name = "clone",
+    .formula = "y = x, a contiguous copy",
+    .derivative = "dx = g",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return clone(x[0]); },
     .samples = {unary_sample({4, 7})},
 };
@@ -90,6 +93,9 @@ LOOM_OP(clone){
 // gradient (dx = to_dtype(g, float64)) exactly.
 LOOM_OP(to_dtype){
     .name = "to_dtype",
+    .formula = "y = x converted to dtype t",
+    .derivative = "dx = to_dtype(g, x.dtype)",
+    .shape_rule = "x's shape, dtype t",
     .call = [](const OpArgs& x) { return to_dtype(to_dtype(x[0], DType::f32), DType::f64); },
     .samples = {unary_sample({3, 5}, Domain::any, "f64->f32->f64")},
     .differentiable = false,

@@ -110,6 +110,9 @@ Tensor label_smoothed_cross_entropy_backward(const Tensor& logits, const Tensor&
 
 LOOM_OP(label_smoothed_cross_entropy){
     .name = "label_smoothed_cross_entropy",
+    .formula = "loss = mean over rows t ≠ ignore of (1-ε)·(lse - x_t) + ε·(lse - mean_v x_v),  lse = log Σ_v exp x_v",
+    .derivative = "dx = (softmax(x) - (1-ε)·onehot(t) - ε/V)·g / count,  0 on ignored rows",
+    .shape_rule = "x [.., V], t [..] int64 → a scalar",
     .call = [](const OpArgs& x) { return label_smoothed_cross_entropy(x[0], x[1], 0.1); },
     .samples = {{{{{5, 7}}, {{5}, Domain::any, DType::i64, 7}}, {}, "eps=0.1"},
                 {{{{2, 3, 6}}, {{2, 3}, Domain::any, DType::i64, 6}},
@@ -130,6 +133,9 @@ LOOM_OP(label_smoothed_cross_entropy){
 
 LOOM_OP(label_smoothed_cross_entropy_backward){
     .name = "label_smoothed_cross_entropy_backward",
+    .formula = "dx = (softmax(x) - (1-ε)·onehot(t) - ε/V)·g·w,  w = [t ≠ ignore] / count",
+    .derivative = "d/dx = softmax_backward(softmax(x), v·g·w);  d/dg = Σ v·backward(x, t, 1)",
+    .shape_rule = "x [.., V], t [..], g scalar → x's shape",
     .call = [](const OpArgs& x) { return label_smoothed_cross_entropy_backward(x[0], x[1], x[2], 0.1); },
     .samples = {{{{{5, 7}}, {{5}, Domain::any, DType::i64, 7}, {{}}}, {}, "eps=0.1"}},
     .composed = [](const OpArgs& x) { return lsce_backward_composed(x[0], x[1], x[2], 0.1); },

@@ -15,6 +15,9 @@ Tensor div(const Tensor& a, const Tensor& b, Where where) {
 
 LOOM_OP(div){
     .name = "div",
+    .formula = "y = a / b",
+    .derivative = "da = g / b,  db = -g·a / b² = -g·y / b   (each summed to its shape)",
+    .shape_rule = "broadcast(a.shape, b.shape)",
     .call = [](const OpArgs& x) { return div(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}, Domain::away_from_zero),
                 binary_sample({4, 7}, {7}, Domain::away_from_zero, "row broadcast"),

@@ -77,6 +77,9 @@ InputSpec mask_input(int64_t elements) {
 // Composition: dropout is x times the dropped-and-scaled ones tensor (a constant).
 LOOM_OP(dropout){
     .name = "dropout",
+    .formula = "y = keep·x / (1-p),  keep = [u ≥ p], u uniform in [0, 1) (Philox)",
+    .derivative = "dx = keep·g / (1-p)   (the same mask)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return dropout_fixed(x[0], 0.3); },
     .samples = {unary_sample({4, 7}, Domain::any, "[4,7] p=0.3"),
                 unary_sample({2, 3, 5}, Domain::any, "[2,3,5] p=0.3"),
@@ -97,6 +100,9 @@ LOOM_OP(dropout){
 // full words and a partial one (65 elements).
 LOOM_OP(dropout_backward){
     .name = "dropout_backward",
+    .formula = "dx = keep·g / (1-p),  keep read from the forward's bitmask",
+    .derivative = "d/dg = dropout_backward(v, mask, p)   (linear and self-adjoint)",
+    .shape_rule = "g's shape; mask int32 [⌈n/32⌉]",
     .call = [](const OpArgs& x) { return dropout_backward(x[0], x[1], 0.3); },
     .samples = {{{{{4, 7}}, mask_input(28)}, {}, "[4,7] p=0.3"},
                 {{{{5, 13}}, mask_input(65)}, {}, "[5,13] p=0.3"}},

@@ -69,6 +69,9 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& ids, int64_t vocab_s
 // against a hand count in tests/test_shape_ops.cpp and by embedding_backward's rows).
 LOOM_OP(embedding){
     .name = "embedding",
+    .formula = "y[.., :] = W[ids[..], :]",
+    .derivative = "dW[r] = Σ of g's rows whose id is r   (none for padding_idx)",
+    .shape_rule = "W [V, D], ids [..] int64 → [.., D]",
     .call = [](const OpArgs& x) { return embedding(x[0], x[1]); },
     .samples = {{{{{10, 4}}, {{2, 3}, Domain::any, DType::i64, 10}}, {}, "V=10 D=4, ids [2,3]"},
                 {{{{3, 5}}, {{8}, Domain::any, DType::i64, 3}}, {}, "V=3 D=5, ids [8] (repeats)"},
@@ -89,6 +92,9 @@ LOOM_OP(embedding){
 
 LOOM_OP(embedding_backward){
     .name = "embedding_backward",
+    .formula = "dW[r] = Σ_{i: ids_i = r} g_i   (row padding_idx stays 0)",
+    .derivative = "d/dg = embedding(v, ids), 0 where the id is padding_idx",
+    .shape_rule = "g [.., D], ids [..] → [V, D]",
     .call = [](const OpArgs& x) { return embedding_backward(x[0], x[1], 6); },
     .samples = {{{{{2, 3, 4}}, {{2, 3}, Domain::any, DType::i64, 6}}, {}, "V=6 D=4, ids [2,3]"},
                 {{{{10, 3}}, {{10}, Domain::any, DType::i64, 4}},

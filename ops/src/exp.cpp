@@ -11,6 +11,9 @@ Tensor exp(const Tensor& x, Where where) {
 
 LOOM_OP(exp){
     .name = "exp",
+    .formula = "y = eˣ",
+    .derivative = "dx = g·y",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return exp(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
 };

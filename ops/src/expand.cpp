@@ -32,6 +32,9 @@ Tensor expand(const Tensor& x, const Shape& shape, Where where) {
 
 LOOM_OP(expand){
     .name = "expand",
+    .formula = "y = x repeated along its size-1 dims (and new leading dims), stride 0",
+    .derivative = "dx = sum_to(g, x.shape)",
+    .shape_rule = "x.shape broadcast to the given shape",
     .call = [](const OpArgs& x) { return expand(x[0], {2, 4, 3}); },
     .samples = {unary_sample({4, 1}, Domain::any, "[4,1]->[2,4,3]")},
 };

@@ -33,6 +33,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, Where where) {
 
 LOOM_OP(gather){
     .name = "gather",
+    .formula = "y[i][j][k] = x[i][index[i][j][k]][k]   (dim = 1)",
+    .derivative = "dx = scatter_add(zeros(x.shape), dim, index, g)",
+    .shape_rule = "index's shape",
     .call = [](const OpArgs& x) { return gather(x[0], 0, x[1]); },
     .samples = {{{{{4, 5}}, {{3, 5}, Domain::any, DType::i64, 4}}, {}, "dim=0"},
                 {{{{3, 5}}, {{3, 7}, Domain::any, DType::i64, 5}}, [](const OpArgs& x) { return gather(x[0], 1, x[1]); },

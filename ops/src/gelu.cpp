@@ -40,6 +40,9 @@ Tensor gelu_backward(const Tensor& x, const Tensor& grad, Where where) {
 
 LOOM_OP(gelu){
     .name = "gelu",
+    .formula = "y = x·Φ(x) = x/2·(1 + erf(x/√2))",
+    .derivative = "dx = g·(Φ(x) + x·φ(x)),  φ(x) = e^(-x²/2)/√(2π)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return gelu(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
     .bench = {bench::ffn_activation("gelu")},
@@ -47,6 +50,9 @@ LOOM_OP(gelu){
 
 LOOM_OP(gelu_backward){
     .name = "gelu_backward",
+    .formula = "dx = g·(Φ(x) + x·φ(x))",
+    .derivative = "d/dx = v·g·φ(x)·(2 - x²);  d/dg = v·(Φ(x) + x·φ(x))",
+    .shape_rule = "broadcast(x.shape, g.shape)",
     .call = [](const OpArgs& x) { return gelu_backward(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
                 binary_sample({3, 1}, {2, 1, 5}, Domain::any, "both broadcast")},

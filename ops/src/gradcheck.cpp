@@ -53,8 +53,9 @@ Tensor element_view(const Tensor& t, int64_t i) {
 
 }  // namespace
 
-CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
-  CheckResult result;
+JacobianCheck jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
+  JacobianCheck check;
+  CheckResult& result = check.result;
   result.check = "gradcheck";
   std::vector<Tensor> diff;
   for (const Tensor& t : inputs)
@@ -63,10 +64,12 @@ CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, Grad
                  dtype_name(t.dtype()));
       diff.push_back(t);
     }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (is_differentiable_input(inputs[i])) check.columns.push_back({i, inputs[i].numel()});
   std::vector<Tensor> outputs = evaluate(fn, inputs);
 
   // Analytic Jacobian, one row per output element: backward with a one-hot seed.
-  std::vector<std::vector<double>> analytic;
+  std::vector<std::vector<double>>& analytic = check.analytic;
   for (const Tensor& out : outputs) {
     for (int64_t i = 0; i < out.numel(); ++i) {
       std::vector<double> row;
@@ -91,6 +94,7 @@ CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, Grad
 
   // Numeric Jacobian: perturb each input element in place by +-eps, through
   // its device's fill (the inputs may live on any device).
+  check.numeric.assign(analytic.size(), std::vector<double>(analytic.empty() ? 0 : analytic[0].size()));
   size_t column = 0;
   for (size_t j = 0; j < diff.size(); ++j) {
     const std::vector<double> originals = host_values(diff[j]);
@@ -106,32 +110,34 @@ CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, Grad
       device_fill(element, original);
       for (size_t row = 0; row < analytic.size(); ++row) {
         double numeric = (plus[row] - minus[row]) / (2 * tol.eps);
+        check.numeric[row][column] = numeric;
         compare(result, analytic[row][column], numeric, tol,
                 fmt::format("d output[{}] / d input{}[{}]", row, j, e));
       }
     }
   }
-  return result;
+  return check;
 }
 
-CheckResult gradgradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
+CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
+  return jacobian_check(fn, inputs, tol).result;
+}
+
+BackwardProblem backward_problem(const MultiFn& fn, const std::vector<Tensor>& inputs) {
   std::vector<Tensor> outputs = fn(inputs);
-  std::vector<Tensor> diff;
-  for (const Tensor& t : inputs)
-    if (is_differentiable_input(t)) diff.push_back(t);
   // Random output cotangents v, themselves differentiated.
-  std::vector<Tensor> extended = inputs;
+  BackwardProblem problem;
+  problem.inputs = inputs;
   Generator gen(0x9e3779b97f4a7c15ull);
-  size_t differentiable_outputs = 0;
   for (const Tensor& out : outputs) {
     if (!out.requires_grad()) continue;
     Tensor v = rand(out.shape(), {DType::f64, out.device()}, gen, -1.0, 1.0);
     v.requires_grad_();
-    extended.push_back(v);
-    ++differentiable_outputs;
+    problem.inputs.push_back(v);
+    ++problem.cotangents;
   }
   size_t n_inputs = inputs.size();
-  MultiFn backward_fn = [fn, n_inputs](const std::vector<Tensor>& args) {
+  problem.fn = [fn, n_inputs](const std::vector<Tensor>& args) {
     std::vector<Tensor> in(args.begin(), args.begin() + n_inputs);
     std::vector<Tensor> outs = fn(in);
     std::vector<Tensor> roots, seeds, wrt;
@@ -149,10 +155,19 @@ CheckResult gradgradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, 
       if (!grads[i].defined()) grads[i] = zeros_like(wrt[i]);
     return grads;
   };
-  CheckResult result = gradcheck(backward_fn, extended, tol);
-  result.check = "gradgradcheck";
-  if (differentiable_outputs == 0) result.message = "no differentiable output";
-  return result;
+  return problem;
+}
+
+JacobianCheck gradgrad_jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
+  BackwardProblem problem = backward_problem(fn, inputs);
+  JacobianCheck check = jacobian_check(problem.fn, problem.inputs, tol);
+  check.result.check = "gradgradcheck";
+  if (problem.cotangents == 0) check.result.message = "no differentiable output";
+  return check;
+}
+
+CheckResult gradgradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
+  return gradgrad_jacobian_check(fn, inputs, tol).result;
 }
 
 // ---- the test matrix ----
@@ -310,6 +325,21 @@ std::vector<Tensor> make_inputs(const OpInfo& op, const Sample& sample, size_t s
   return values;
 }
 
+std::vector<Tensor> sample_leaves(const OpInfo& op, size_t sample_index) {
+  LOOM_CHECK(sample_index < op.samples.size(), "{}: no sample {} (it has {})", op.name, sample_index,
+             op.samples.size());
+  const Sample& sample = op.samples[sample_index];
+  return as_leaves(make_inputs(op, sample, sample_index), sample, op.differentiable);
+}
+
+MultiFn sample_function(const OpInfo& op, size_t sample_index) {
+  const Sample& sample = op.samples.at(sample_index);
+  const OpCall call = sample.call ? sample.call : op.call;
+  return [call](const std::vector<Tensor>& args) { return std::vector<Tensor>{call(args)}; };
+}
+
+std::string sample_label(const OpInfo& op, size_t sample_index) { return sample_label(op.samples.at(sample_index)); }
+
 std::vector<CheckResult> check_op(const OpInfo& op) {
   std::vector<CheckResult> results;
   // Agreement between two implementations of the same float64 math (different
@@ -321,7 +351,7 @@ std::vector<CheckResult> check_op(const OpInfo& op) {
     const Sample& sample = op.samples[s];
     const OpCall call = sample.call ? sample.call : op.call;
     const OpCall composed = sample.composed ? sample.composed : (sample.call ? OpCall() : op.composed);
-    MultiFn fn = [call](const std::vector<Tensor>& args) { return std::vector<Tensor>{call(args)}; };
+    MultiFn fn = sample_function(op, s);
     std::string label = sample_label(sample);
     auto add = [&](CheckResult r) {
       r.op = op.name;
@@ -341,7 +371,7 @@ std::vector<CheckResult> check_op(const OpInfo& op) {
     };
 
     std::vector<Tensor> values = make_inputs(op, sample, s);
-    std::vector<Tensor> leaves = as_leaves(values, sample, op.differentiable);
+    std::vector<Tensor> leaves = sample_leaves(op, s);
 
     if (op.differentiable) {
       guarded("gradcheck", [&] { return gradcheck(fn, leaves); });

@@ -32,6 +32,9 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
 
 LOOM_OP(index_add){
     .name = "index_add",
+    .formula = "y = self;  y[.., index[j], ..] += source[.., j, ..] along dim",
+    .derivative = "dself = g;  dsource = index_select(g, dim, index)",
+    .shape_rule = "self's shape",
     .call = [](const OpArgs& x) { return index_add(x[0], 0, x[1], x[2]); },
     .samples = {{{{{4, 5}}, {{6}, Domain::any, DType::i64, 4}, {{6, 5}}}, {}, "dim=0, repeated indices"},
                 {{{{3, 5}}, {{2}, Domain::any, DType::i64, 5}, {{3, 2}}},

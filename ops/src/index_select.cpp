@@ -22,6 +22,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, Where whe
 
 LOOM_OP(index_select){
     .name = "index_select",
+    .formula = "y[.., j, ..] = x[.., index[j], ..] along dim",
+    .derivative = "dx = index_add(zeros(x.shape), dim, index, g)",
+    .shape_rule = "x.shape with dim's size → index.numel()",
     .call = [](const OpArgs& x) { return index_select(x[0], 0, x[1]); },
     .samples = {{{{{4, 5}}, {{6}, Domain::any, DType::i64, 4}}, {}, "dim=0, repeated indices"},
                 {{{{3, 5}}, {{4}, Domain::any, DType::i64, 5}},

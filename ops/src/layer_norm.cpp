@@ -56,6 +56,9 @@ std::vector<BenchCase> layer_norm_bench() {
 
 LOOM_OP(layer_norm){
     .name = "layer_norm",
+    .formula = "y = x̂·w + b,  x̂ = (x - μ)·r,  r = 1/√(σ² + ε),  μ, σ² over the last dim",
+    .derivative = "dx = r·P(g·w),  P(u) = u - mean(u) - x̂·mean(u·x̂);  dw = Σ_rows g·x̂;  db = Σ_rows g",
+    .shape_rule = "x [.., D], w, b [D] → x's shape",
     .call = [](const OpArgs& x) { return layer_norm(x[0], x[1], x[2]); },
     .samples = {{{{{4, 6}}, {{6}}, {{6}}}},
                 {{{{2, 3, 5}}, {{5}}, {{5}}}},

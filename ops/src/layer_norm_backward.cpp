@@ -99,6 +99,9 @@ Tensor layer_norm_param_grads_composed(const Tensor& x, const Tensor& g, double 
 
 LOOM_OP(layer_norm_backward){
     .name = "layer_norm_backward",
+    .formula = "dx = r·P(a),  a = g·w,  P(u) = u - mean(u) - x̂·mean(u·x̂),  r = 1/√(σ² + ε)",
+    .derivative = "d/dg = w·r·P(v);  d/dx = -r²·(mean(v·P(a))·x̂ + mean(a·x̂)·P(v) + mean(v·x̂)·P(a))",
+    .shape_rule = "x, g [.., D], w [D] → x's shape",
     .call = [](const OpArgs& x) { return layer_norm_backward(x[0], x[1], x[2]); },
     .samples = {{{{{4, 6}}, {{6}}, {{4, 6}}}},
                 {{{{2, 3, 5}}, {{5}}, {{2, 3, 5}}}},
@@ -110,6 +113,9 @@ LOOM_OP(layer_norm_backward){
 
 LOOM_OP(layer_norm_param_grads){
     .name = "layer_norm_param_grads",
+    .formula = "[dw; db] = [Σ_rows g·x̂; Σ_rows g]",
+    .derivative = "d/dx = layer_norm_backward(x, v_w, g);  d/dg = x̂·v_w + v_b",
+    .shape_rule = "x, g [.., D] → [2, D]",
     .call = [](const OpArgs& x) { return layer_norm_param_grads(x[0], x[1]); },
     .samples = {{{{{4, 6}}, {{4, 6}}}},
                 {{{{2, 3, 5}}, {{2, 3, 5}}}},

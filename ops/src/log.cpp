@@ -11,6 +11,9 @@ Tensor log(const Tensor& x, Where where) {
 
 LOOM_OP(log){
     .name = "log",
+    .formula = "y = ln x",
+    .derivative = "dx = g / x",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return log(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::positive), unary_sample({2, 3, 5}, Domain::positive)},
 };

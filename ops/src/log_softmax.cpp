@@ -56,6 +56,9 @@ Tensor log_softmax_composed(const Tensor& z, int64_t dim) { return sub(z, log(su
 
 LOOM_OP(log_softmax){
     .name = "log_softmax",
+    .formula = "y = z - max z - log Σ exp(z - max z),  z = x + mask   (over dim)",
+    .derivative = "dx = g - exp(y)·Σ g   (0 at masked entries)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return log_softmax(x[0]); },
     .samples = {unary_sample({4, 7}),
                 unary_sample({2, 3, 5}),
@@ -71,6 +74,9 @@ LOOM_OP(log_softmax){
 // checked for any y (it is smooth in y and linear in g).
 LOOM_OP(log_softmax_backward){
     .name = "log_softmax_backward",
+    .formula = "dx = valid·(g - exp(y)·Σ valid·g),  valid = [y ≠ -∞]",
+    .derivative = "d/dg = valid·(v - Σ v·exp(y));  d/dy = -v·exp(y)·Σ valid·g",
+    .shape_rule = "y's shape",
     .call = [](const OpArgs& x) { return log_softmax_backward(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({2, 3, 5}, {2, 3, 5})},
     .composed = [](const OpArgs& x) { return sub(x[1], mul(exp(x[0]), sum(x[1], {-1}, true))); },

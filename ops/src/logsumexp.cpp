@@ -33,6 +33,9 @@ static Sample lse_sample(Shape shape, Shape dims, bool keepdim, std::string labe
 
 LOOM_OP(logsumexp){
     .name = "logsumexp",
+    .formula = "y = m + log Σ exp(x - m),  m = max of x over dims",
+    .derivative = "dx = g·exp(x - y) = g·softmax(x)",
+    .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return logsumexp(x[0]); },
     .samples = {lse_sample({4, 7}, {}, false, "all"),
                 lse_sample({4, 7}, {1}, false, "dims={1}"),

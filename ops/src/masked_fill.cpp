@@ -23,6 +23,9 @@ static OpCall fill_with(double value) {
 
 LOOM_OP(masked_fill){
     .name = "masked_fill",
+    .formula = "y = mask ? value : x",
+    .derivative = "dx = where(mask, 0, g)",
+    .shape_rule = "x's shape (mask broadcast to it)",
     .call = fill_with(-1e9),
     .samples = {{{{{4, 7}}, bool_input({4, 7})}, fill_with(-1e9), "mask [4,7], -1e9"},
                 {{{{4, 7}}, bool_input({7})}, fill_with(0.5), "mask [7]"},

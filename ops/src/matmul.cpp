@@ -100,6 +100,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, Where where) {
 
 LOOM_OP(matmul){
     .name = "matmul",
+    .formula = "y = a @ b   (batch dims broadcast)",
+    .derivative = "da = g @ bᵀ;  db = aᵀ @ g   (each summed to its shape)",
+    .shape_rule = "[.., M, K] @ [.., K, N] → [.., M, N]",
     .call = [](const OpArgs& x) { return matmul(x[0], x[1]); },
     .samples = {binary_sample({3, 4}, {4, 5}, Domain::any, "2-D"),
                 binary_sample({2, 3, 4}, {2, 4, 2}, Domain::any, "batched"),

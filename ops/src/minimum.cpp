@@ -23,6 +23,9 @@ Tensor minimum(const Tensor& a, const Tensor& b, Where where) {
 
 LOOM_OP(minimum){
     .name = "minimum",
+    .formula = "y = a < b ? a : b   (NaN propagates)",
+    .derivative = "da = g·[a < b];  db = g·[b < a]   (a tie gives g/2 to each)",
+    .shape_rule = "broadcast(a.shape, b.shape)",
     .call = [](const OpArgs& x) { return minimum(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
                 binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast"),

@@ -11,6 +11,9 @@ Tensor neg(const Tensor& x, Where where) {
 
 LOOM_OP(neg){
     .name = "neg",
+    .formula = "y = -x",
+    .derivative = "dx = -g",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return neg(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({}, Domain::any, "0-d")},
 };

@@ -33,6 +33,9 @@ Tensor pad(const Tensor& x, const Shape& pads, double value, Where where) {
 
 LOOM_OP(pad){
     .name = "pad",
+    .formula = "y = value everywhere, x written at [left_d, left_d + x.size(d)) of each padded dim",
+    .derivative = "dx = g sliced back to that interior",
+    .shape_rule = "size(d) + left_d + right_d in each padded dim",
     .call = [](const OpArgs& x) { return pad(x[0], {1, 2}, 0.5); },
     .samples = {unary_sample({3, 4}, Domain::any, "last dim (1,2) value=0.5"),
                 {{{{2, 3, 4}}}, [](const OpArgs& x) { return pad(x[0], {1, 0, 2, 1}); }, "last 2 dims (1,0),(2,1)"},

@@ -34,12 +34,18 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1, Where where) {
 
 LOOM_OP(permute){
     .name = "permute",
+    .formula = "y = x with its dims reordered (a view)",
+    .derivative = "dx = permute(g, inverse(dims))",
+    .shape_rule = "y.shape[i] = x.shape[dims[i]]",
     .call = [](const OpArgs& x) { return permute(x[0], {2, 0, 1}); },
     .samples = {unary_sample({2, 3, 4}, Domain::any, "{2,0,1}")},
 };
 
 LOOM_OP(transpose){
     .name = "transpose",
+    .formula = "y = x with dims d0 and d1 swapped (a view)",
+    .derivative = "dx = transpose(g, d0, d1)",
+    .shape_rule = "x.shape with d0 and d1 swapped",
     .call = [](const OpArgs& x) { return transpose(x[0], 0, 1); },
     .samples = {unary_sample({4, 7}, Domain::any, "0<->1")},
 };

@@ -14,6 +14,9 @@ Tensor pow(const Tensor& x, double exponent, Where where) {
 
 LOOM_OP(pow){
     .name = "pow",
+    .formula = "y = x^p   (p a scalar)",
+    .derivative = "dx = g·p·x^(p-1)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return pow(x[0], 3.0); },
     .samples = {unary_sample({4, 7}, Domain::any, "p=3"),
                 {{{{4, 7}, Domain::positive}}, [](const OpArgs& x) { return pow(x[0], 0.5); }, "p=0.5"},

@@ -33,6 +33,9 @@ Tensor step(const Tensor& x, Where where) {
 
 LOOM_OP(relu){
     .name = "relu",
+    .formula = "y = max(x, 0)",
+    .derivative = "dx = relu_backward(x, g) = g·[x > 0]   (kink at 0)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return relu(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::away_from_zero), unary_sample({2, 3, 5}, Domain::away_from_zero)},
     .bench = {bench::ffn_activation("relu")},
@@ -41,6 +44,9 @@ LOOM_OP(relu){
 // x away from the kink (finite differences in x must not cross 0); g anywhere.
 LOOM_OP(relu_backward){
     .name = "relu_backward",
+    .formula = "dx = g·[x > 0]   (a select: NaN in g where x ≤ 0 gives 0)",
+    .derivative = "d/dg = relu_backward(x, v);  d/dx = 0",
+    .shape_rule = "broadcast(x.shape, g.shape)",
     .call = [](const OpArgs& x) { return relu_backward(x[0], x[1]); },
     .samples = {{{{{4, 7}, Domain::away_from_zero}, {{4, 7}}}, {}, "[4,7], [4,7]"},
                 {{{{4, 7}, Domain::away_from_zero}, {{7}}}, {}, "row broadcast"},
@@ -52,6 +58,9 @@ LOOM_OP(relu_backward){
 
 LOOM_OP(step){
     .name = "step",
+    .formula = "y = [x > 0]",
+    .derivative = "none: piecewise constant",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return step(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::away_from_zero)},
     .differentiable = false,

@@ -88,12 +88,18 @@ Tensor view(const Tensor& x, const Shape& shape, Where where) {
 
 LOOM_OP(reshape){
     .name = "reshape",
+    .formula = "y = x's elements, in order, in a new shape (a view when strides allow)",
+    .derivative = "dx = reshape(g, x.shape)",
+    .shape_rule = "same numel; one size may be -1",
     .call = [](const OpArgs& x) { return reshape(x[0], {7, 2, 2}); },
     .samples = {unary_sample({4, 7}, Domain::any, "[4,7]->[7,2,2]")},
 };
 
 LOOM_OP(view){
     .name = "view",
+    .formula = "y = x's elements in a new shape, never copied",
+    .derivative = "dx = reshape(g, x.shape)",
+    .shape_rule = "same numel; one size may be -1",
     .call = [](const OpArgs& x) { return view(x[0], {2, -1}); },
     .samples = {unary_sample({2, 3, 4}, Domain::any, "[2,3,4]->[2,-1]")},
     .variants = false,  // a transposed input cannot be viewed: that error is tested in test_views

@@ -13,6 +13,9 @@ Tensor rsqrt(const Tensor& x, Where where) {
 
 LOOM_OP(rsqrt){
     .name = "rsqrt",
+    .formula = "y = 1/√x",
+    .derivative = "dx = -g·y³/2",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return rsqrt(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::positive), unary_sample({2, 3, 5}, Domain::positive),
                 unary_sample({}, Domain::positive, "0-d")},

@@ -35,6 +35,9 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 
 LOOM_OP(scatter_add){
     .name = "scatter_add",
+    .formula = "y = self;  y[i][index[i][j][k]][k] += src[i][j][k]   (dim = 1)",
+    .derivative = "dself = g;  dsrc = gather(g, dim, index)",
+    .shape_rule = "self's shape; src has index's shape",
     .call = [](const OpArgs& x) { return scatter_add(x[0], 0, x[1], x[2]); },
     .samples = {{{{{4, 5}}, {{6, 5}, Domain::any, DType::i64, 4}, {{6, 5}}}, {}, "dim=0, repeated indices"},
                 {{{{3, 5}}, {{2, 4}, Domain::any, DType::i64, 5}, {{2, 4}}},

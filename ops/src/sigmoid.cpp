@@ -25,12 +25,18 @@ Tensor sigmoid_backward(const Tensor& y, const Tensor& grad, Where where) {
 
 LOOM_OP(sigmoid){
     .name = "sigmoid",
+    .formula = "y = 1/(1 + e^(-x))",
+    .derivative = "dx = g·y·(1 - y)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return sigmoid(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
 };
 
 LOOM_OP(sigmoid_backward){
     .name = "sigmoid_backward",
+    .formula = "dx = g·y·(1 - y)",
+    .derivative = "d/dy = v·g·(1 - 2y);  d/dg = v·y·(1 - y)",
+    .shape_rule = "broadcast(y.shape, g.shape)",
     .call = [](const OpArgs& x) { return sigmoid_backward(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}, Domain::unit), binary_sample({4, 7}, {7}, Domain::unit, "row broadcast"),
                 binary_sample({3, 1}, {2, 1, 5}, Domain::unit, "both broadcast")},

@@ -71,6 +71,9 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index, Where where) {
 
 LOOM_OP(slice){
     .name = "slice",
+    .formula = "y = x[start:end:step] along dim (a view)",
+    .derivative = "dx = slice_backward(g): zeros of x's shape, g written into the slice",
+    .shape_rule = "dim's size → ⌈(end - start)/step⌉",
     .call = [](const OpArgs& x) { return slice(x[0], 1, 1, 6, 2); },
     .samples = {unary_sample({4, 7}, Domain::any, "dim=1 [1:6:2]"),
                 {{{{5, 3}}}, [](const OpArgs& x) { return slice(x[0], 0, -3, 5); }, "dim=0 [-3:]"}},
@@ -78,18 +81,27 @@ LOOM_OP(slice){
 
 LOOM_OP(slice_backward){
     .name = "slice_backward",
+    .formula = "dx = zeros(input_shape) with g written at [start:end:step] along dim",
+    .derivative = "d/dg = slice(v, dim, start, end, step)",
+    .shape_rule = "→ input_shape",
     .call = [](const OpArgs& x) { return slice_backward(x[0], {4, 7}, 1, 1, 6, 2); },
     .samples = {unary_sample({4, 3}, Domain::any, "into [4,7] dim=1 [1:6:2]")},
 };
 
 LOOM_OP(narrow){
     .name = "narrow",
+    .formula = "y = x[start : start+length] along dim (a view)",
+    .derivative = "dx = zeros of x's shape, g written at that range",
+    .shape_rule = "dim's size → length",
     .call = [](const OpArgs& x) { return narrow(x[0], 0, 1, 2); },
     .samples = {unary_sample({4, 7}, Domain::any, "dim=0 [1,3)")},
 };
 
 LOOM_OP(select){
     .name = "select",
+    .formula = "y = x[index] along dim, the dim removed (a view)",
+    .derivative = "dx = zeros of x's shape, g written at that index",
+    .shape_rule = "x.shape without dim",
     .call = [](const OpArgs& x) { return select(x[0], 1, -1); },
     .samples = {unary_sample({3, 4, 2}, Domain::any, "dim=1 index=-1")},
 };

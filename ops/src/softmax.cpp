@@ -51,6 +51,9 @@ Tensor softmax_composed(const Tensor& z, int64_t dim) {
 
 LOOM_OP(softmax){
     .name = "softmax",
+    .formula = "y = exp(z - max z) / Σ exp(z - max z),  z = x + mask   (over dim)",
+    .derivative = "dx = softmax_backward(y, g) = y·(g - Σ g·y)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return softmax(x[0]); },
     .samples = {unary_sample({4, 7}),
                 unary_sample({2, 3, 5}),
@@ -69,6 +72,9 @@ LOOM_OP(softmax){
 
 LOOM_OP(softmax_backward){
     .name = "softmax_backward",
+    .formula = "dx = y·(g - Σ g·y)",
+    .derivative = "d/dg = softmax_backward(y, v);  d/dy = v·(g - Σ g·y) - g·Σ v·y",
+    .shape_rule = "y's shape",
     .call = [](const OpArgs& x) { return softmax_backward(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({2, 3, 5}, {2, 3, 5})},
     .composed = [](const OpArgs& x) { return mul(x[0], sub(x[1], sum(mul(x[1], x[0]), {-1}, true))); },

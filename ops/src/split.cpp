@@ -40,6 +40,9 @@ Tensor reversed_cat(std::vector<Tensor> pieces, int64_t dim) {
 
 LOOM_OP(split){
     .name = "split",
+    .formula = "pieces = consecutive narrows of `size` along dim (the last may be shorter)",
+    .derivative = "each piece's gradient written back into its range of dx",
+    .shape_rule = "piece k: dim's size → min(size, rest)",
     .call = [](const OpArgs& x) { return split(x[0], 2, 1)[1]; },
     .samples = {unary_sample({3, 7}, Domain::any, "size=2 dim=1, piece 1"),
                 {{{{3, 7}}}, [](const OpArgs& x) { return split(x[0], 2, 1).back(); }, "size=2 dim=1, last (short)"},
@@ -49,6 +52,9 @@ LOOM_OP(split){
 
 LOOM_OP(chunk){
     .name = "chunk",
+    .formula = "split(x, ⌈x.size(dim)/chunks⌉, dim)",
+    .derivative = "each piece's gradient written back into its range of dx",
+    .shape_rule = "at most `chunks` pieces",
     .call = [](const OpArgs& x) { return chunk(x[0], 3, 0)[2]; },
     .samples = {unary_sample({7, 3}, Domain::any, "3 chunks dim=0, piece 2"),
                 {{{{2, 6}}}, [](const OpArgs& x) { return reversed_cat(chunk(x[0], 4, -1), -1); },

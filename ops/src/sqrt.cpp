@@ -15,6 +15,9 @@ Tensor sqrt(const Tensor& x, Where where) {
 // Domain::positive: sqrt is not differentiable at 0 and undefined below it.
 LOOM_OP(sqrt){
     .name = "sqrt",
+    .formula = "y = √x",
+    .derivative = "dx = g / (2y)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return sqrt(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::positive), unary_sample({2, 3, 5}, Domain::positive),
                 unary_sample({}, Domain::positive, "0-d")},

@@ -23,12 +23,18 @@ Tensor unsqueeze(const Tensor& x, int64_t dim, Where where) {
 
 LOOM_OP(squeeze){
     .name = "squeeze",
+    .formula = "y = x without its size-1 dim (a view)",
+    .derivative = "dx = reshape(g, x.shape)",
+    .shape_rule = "x.shape without dim",
     .call = [](const OpArgs& x) { return squeeze(x[0], 1); },
     .samples = {unary_sample({3, 1, 4}, Domain::any, "dim=1")},
 };
 
 LOOM_OP(unsqueeze){
     .name = "unsqueeze",
+    .formula = "y = x with a new size-1 dim (a view)",
+    .derivative = "dx = reshape(g, x.shape)",
+    .shape_rule = "x.shape with a 1 inserted at dim",
     .call = [](const OpArgs& x) { return unsqueeze(x[0], -1); },
     .samples = {unary_sample({3, 4}, Domain::any, "dim=-1")},
 };

@@ -14,6 +14,9 @@ Tensor sub(const Tensor& a, const Tensor& b, Where where) {
 
 LOOM_OP(sub){
     .name = "sub",
+    .formula = "y = a - b",
+    .derivative = "da = sum_to(g, a.shape);  db = -sum_to(g, b.shape)",
+    .shape_rule = "broadcast(a.shape, b.shape)",
     .call = [](const OpArgs& x) { return sub(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
                 binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast")},

@@ -48,6 +48,9 @@ static OpCall sum_over(Shape dims, bool keepdim) {
 
 LOOM_OP(sum){
     .name = "sum",
+    .formula = "y = Σ x over dims",
+    .derivative = "dx = g broadcast back to x.shape",
+    .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return sum(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::any, "all"),
                 {{{{4, 7}}}, sum_over({1}, false), "dims={1}"},
@@ -67,6 +70,9 @@ LOOM_OP(sum){
 
 LOOM_OP(mean){
     .name = "mean",
+    .formula = "y = Σ x over dims / N   (N = elements per output)",
+    .derivative = "dx = g/N broadcast back to x.shape",
+    .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return mean(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::any, "all"),
                 {{{{2, 3, 5}}}, [](const OpArgs& x) { return mean(x[0], {1}, true); }, "dims={1} keepdim"}},
@@ -74,6 +80,9 @@ LOOM_OP(mean){
 
 LOOM_OP(sum_to){
     .name = "sum_to",
+    .formula = "y = x summed over the dims that broadcasting added or expanded",
+    .derivative = "dx = expand(g, x.shape)",
+    .shape_rule = "→ the given shape (x must broadcast from it)",
     .call = [](const OpArgs& x) { return sum_to(x[0], {3, 1}); },
     .samples = {unary_sample({2, 3, 4}, Domain::any, "[2,3,4]->[3,1]")},
 };

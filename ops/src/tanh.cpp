@@ -25,12 +25,18 @@ Tensor tanh_backward(const Tensor& y, const Tensor& grad, Where where) {
 
 LOOM_OP(tanh){
     .name = "tanh",
+    .formula = "y = tanh x",
+    .derivative = "dx = tanh_backward(y, g) = g·(1 - y²)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return tanh(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5})},
 };
 
 LOOM_OP(tanh_backward){
     .name = "tanh_backward",
+    .formula = "dx = g·(1 - y²)",
+    .derivative = "d/dy = -2·v·g·y;  d/dg = v·(1 - y²)",
+    .shape_rule = "broadcast(y.shape, g.shape)",
     .call = [](const OpArgs& x) { return tanh_backward(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}, Domain::unit)},
 };

@@ -42,6 +42,9 @@ Tensor causal_mask(int64_t n, Device device) {
 
 LOOM_OP(triu){
     .name = "triu",
+    .formula = "y = x where column - row ≥ k, else 0   (last two dims)",
+    .derivative = "dx = triu(g, k)   (a constant mask: linear)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return triu(x[0]); },
     .samples = {unary_sample({4, 5}, Domain::any, "k=0"),
                 {{{{2, 4, 4}}}, [](const OpArgs& x) { return triu(x[0], 1); }, "batched k=1"},
@@ -50,6 +53,9 @@ LOOM_OP(triu){
 
 LOOM_OP(tril){
     .name = "tril",
+    .formula = "y = x where column - row ≤ k, else 0   (last two dims)",
+    .derivative = "dx = tril(g, k)   (a constant mask: linear)",
+    .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return tril(x[0]); },
     .samples = {unary_sample({4, 5}, Domain::any, "k=0"),
                 {{{{2, 4, 4}}}, [](const OpArgs& x) { return tril(x[0], -1); }, "batched k=-1"},

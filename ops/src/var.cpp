@@ -46,6 +46,9 @@ static Sample var_sample(Shape shape, Shape dims, bool keepdim, int64_t correcti
 
 LOOM_OP(var){
     .name = "var",
+    .formula = "y = Σ (x - mean)² / (N - correction) over dims",
+    .derivative = "dx = g·2·(x - mean) / (N - correction)",
+    .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return var(x[0]); },
     .samples = {var_sample({4, 7}, {}, false, 1, "all"),
                 var_sample({4, 7}, {1}, false, 1, "dims={1}"),

@@ -29,6 +29,9 @@ static InputSpec bool_input(Shape shape) { return {std::move(shape), Domain::any
 
 LOOM_OP(where){
     .name = "where",
+    .formula = "y = cond ? a : b   (cond bool)",
+    .derivative = "da = sum_to(where(cond, g, 0));  db = sum_to(where(cond, 0, g))",
+    .shape_rule = "broadcast(cond.shape, a.shape, b.shape)",
     .call = [](const OpArgs& x) { return where(x[0], x[1], x[2]); },
     .samples = {{{bool_input({4, 7}), {{4, 7}}, {{4, 7}}}, {}, "[4,7] all"},
                 {{bool_input({7}), {{4, 7}}, {{4, 1}}}, {}, "cond [7], b [4,1]"},

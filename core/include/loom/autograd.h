@@ -4,9 +4,12 @@
 // reverse topological order (iteratively: no recursion, any depth).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <source_location>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "loom/tensor.h"
@@ -73,6 +76,22 @@ class CallSite {
 };
 using SourceLocation = std::source_location;
 
+// A name for the part of a model being built (e.g. "encoder.layers.0"): nodes
+// recorded inside get it (nested scopes join with '.'), and graph_dot draws each
+// scope as a cluster, or as a single box when the graph is large. One shared
+// string per scope, so recording costs a pointer copy.
+class GraphScope {
+ public:
+  explicit GraphScope(std::string_view name);
+  ~GraphScope();
+  GraphScope(const GraphScope&) = delete;
+  GraphScope& operator=(const GraphScope&) = delete;
+  static std::shared_ptr<const std::string> current();
+
+ private:
+  std::shared_ptr<const std::string> previous_;
+};
+
 // ---- graph nodes ----
 struct TensorMeta {
   Shape shape;
@@ -96,6 +115,7 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<TensorMeta> inputs;           // shapes the gradients must have
   TensorMeta output;
   std::source_location where;               // the user code that recorded this node
+  std::shared_ptr<const std::string> scope;  // the GraphScope it was recorded in (null: none)
   uint64_t sequence = 0;                    // creation order: later nodes run first
   std::vector<TensorHook> hooks;            // hooks of the (non-leaf) output tensor
   std::weak_ptr<TensorImpl> retained_output;  // set by retain_grad()
@@ -170,6 +190,14 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t);
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false);
+// The same with named options: grad({y}, {x}, {}, {.create_graph = true}).
+struct GradOptions {
+  bool retain_graph = false;  // keep the graph for another backward
+  bool create_graph = false;  // record the backward itself (second derivatives); implies retain_graph
+  bool allow_unused = false;  // an input the outputs do not depend on gets an undefined tensor, not an error
+};
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& options);
 
 // The engine's only arithmetic: summing two gradients, and giving a leaf's
 // .grad its own dense memory (a gradient may arrive as a stride-0 expanded view).
@@ -185,7 +213,47 @@ Tensor dense_gradient(const Tensor& g);
 using NonFiniteKernel = bool (*)(const Tensor&);
 bool has_non_finite(const Tensor& t);
 
-// DOT text of the graph behind `root`, for Graphviz.
-std::string graph_dot(const Tensor& root);
+// ---- watching gradients flow (for graph pictures and study) ----
+// What went along one edge of the graph in a backward pass.
+struct GradientFlow {
+  double norm = 0;          // L2 norm
+  bool all_zero = false;
+  bool non_finite = false;  // a NaN or Inf in it
+};
+
+// While a GradientTraceGuard holds it, a trace collects: every forward node whose
+// output has a NaN or Inf, and the first of them (the first NaN producer); for every
+// backward, the gradient norm along each edge (node, input) and into each root, and
+// the first node whose backward made a NaN/Inf out of a finite gradient. Norms are
+// computed on the host: for study, not for a training loop.
+struct GradientTrace {
+  std::unordered_map<const Node*, bool> forward_non_finite;
+  const Node* first_nan_forward = nullptr;
+  std::map<std::pair<const Node*, size_t>, GradientFlow> edges;
+  std::unordered_map<const Node*, GradientFlow> roots;
+  const Node* first_nan_backward = nullptr;
+};
+class GradientTraceGuard {
+ public:
+  explicit GradientTraceGuard(GradientTrace& trace);
+  ~GradientTraceGuard();
+  GradientTraceGuard(const GradientTraceGuard&) = delete;
+  GradientTraceGuard& operator=(const GradientTraceGuard&) = delete;
+
+ private:
+  GradientTrace* previous_;
+};
+GradientFlow gradient_flow(const Tensor& g);
+
+// DOT text of the graph behind `root`, for Graphviz: the one producer of graph
+// pictures (`loom graph` renders it). Nodes: op, output shape, dtype, the source
+// line that recorded it; leaves blue; nodes in a GraphScope grouped by scope.
+struct GraphDotOptions {
+  const GradientTrace* trace = nullptr;  // edges labelled with gradient norms; zero/NaN highlighted
+  // Above this many nodes, each scope is drawn as one box (its op count and the
+  // gradient norms in and out of it) instead of a cluster of its nodes.
+  size_t collapse_above = 300;
+};
+std::string graph_dot(const Tensor& root, const GraphDotOptions& options = {});
 
 }  // namespace loom

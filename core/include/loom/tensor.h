@@ -144,7 +144,12 @@ int64_t strided_offset(int64_t linear, const Shape& sizes, const Shape& strides)
 Tensor tensor(std::initializer_list<double> values, DType dtype = DType::f32);
 Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype = DType::f32);
 template <typename T>
-Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options = {});
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options);
+// Without options the dtype is the element type's: doubles make float64, int64_t int64.
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  return from_vector(values, shape, TensorOptions{dtype_of<T>()});
+}
 
 std::string format_tensor(const Tensor& t);
 

@@ -30,14 +30,45 @@ struct CheckResult {
 
 using MultiFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
+// Both Jacobians of a check and its verdict: analytic[row][column] from backward()
+// with a one-hot seed per output element (rows: every output element, in order),
+// numeric from central differences; columns: the elements of each differentiable
+// input in turn (`columns` says which input and how many). gradcheck is its verdict;
+// `loom explain` prints the matrices, so both report the same numbers.
+struct JacobianCheck {
+  struct Columns {
+    size_t input = 0;  // index into the inputs
+    int64_t count = 0;
+  };
+  std::vector<Columns> columns;
+  std::vector<std::vector<double>> analytic, numeric;
+  CheckResult result;
+};
+JacobianCheck jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol = {});
+
 // Compares the Jacobian from backward() with central differences, for every
 // floating input that requires grad.
 CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol = {});
-// gradcheck of the backward pass itself: (inputs, v) -> d(sum(fn(inputs) * v))/d(inputs).
+
+// The backward pass as a function to check: (inputs, v) -> d(sum(fn(inputs) * v))/d(inputs),
+// v a fixed random cotangent per differentiable output (appended to the inputs, itself differentiated).
+struct BackwardProblem {
+  MultiFn fn;
+  std::vector<Tensor> inputs;
+  size_t cotangents = 0;
+};
+BackwardProblem backward_problem(const MultiFn& fn, const std::vector<Tensor>& inputs);
+// gradcheck of the backward pass itself (the second derivative).
+JacobianCheck gradgrad_jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol = {});
 CheckResult gradgradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol = {});
 
 // Draws a sample's inputs (float64 unless stated), deterministically from the op name.
 std::vector<Tensor> make_inputs(const OpInfo& op, const Sample& sample, size_t sample_index);
+// The same as the leaves check_op differentiates (floating differentiable inputs require grad),
+// the sample's call as a MultiFn, and its label in reports.
+std::vector<Tensor> sample_leaves(const OpInfo& op, size_t sample_index);
+MultiFn sample_function(const OpInfo& op, size_t sample_index);
+std::string sample_label(const OpInfo& op, size_t sample_index);
 
 // The whole matrix for one op; every check of every sample, in a stable order.
 std::vector<CheckResult> check_op(const OpInfo& op);

@@ -101,6 +101,12 @@ inline BenchCase ffn_activation(const std::string& op) {
 
 struct OpInfo {
   std::string name;
+  // What `loom explain` prints, in plain text: the forward, the derivative (g is
+  // dL/dy arriving at the output; for a backward op, v is what arrives at its own
+  // output) and the shape rule. Every registered op has all three (test_registry).
+  std::string formula;
+  std::string derivative;
+  std::string shape_rule;
   OpCall call;                  // default call: the op applied to the sample's inputs
   std::vector<Sample> samples;
   OpCall composed;              // a fused op's composition from simpler ops, if any
@@ -137,7 +143,8 @@ struct Registrar {
   Registrar(OpInfo info) { register_op(std::move(info)); }
 };
 
-// LOOM_OP(exp){ .name = "exp", .call = ..., .samples = {...} };
+// LOOM_OP(exp){ .name = "exp", .formula = "y = eˣ", .derivative = "dx = g·y", .shape_rule = "y has x's shape",
+//               .call = ..., .samples = {...} };
 // At the start of a line, in namespace loom: ops/CMakeLists.txt lists every one
 // in a generated file that refers to it, so a static link keeps them all.
 #define LOOM_OP(id)                                  \
