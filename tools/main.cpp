@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   try {
     loom::tools::add_gradcheck_command(app, exit_code);
     loom::tools::add_bench_command(app, exit_code);
-    loom::tools::add_train_command(app);
+    loom::tools::add_train_command(app, exit_code);
     loom::tools::add_translate_commands(app);
     loom::tools::add_average_command(app);
     if (std::string message = missing_or_unknown_command(app, argc, argv); !message.empty()) return error(message, 2);
