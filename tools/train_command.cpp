@@ -178,7 +178,7 @@ models::TransformerConfig make_config(const TrainOptions& o, int64_t vocab_size)
   models::TransformerConfig config = models::presets::by_name(o.preset, vocab_size);
   config.pad_id = models::Vocabulary::kPad;
   config.max_len = std::max(config.max_len, o.t.max_len + 1);
-  if (o.dropout >= 0) config.dropout = config.attention_dropout = config.relu_dropout = o.dropout;
+  if (o.dropout >= 0) config.dropout = o.dropout;
   if (o.attention_dropout >= 0) config.attention_dropout = o.attention_dropout;
   if (o.relu_dropout >= 0) config.relu_dropout = o.relu_dropout;
   config.learned_positions = o.positions == "learned";
@@ -277,7 +277,7 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
   fmt::print("model: '{}' preset, {} parameters, d_model {}, {}+{} layers, dropout {} (attention {}, relu {}), {} "
              "positions; {} threads\n",
              o.preset, trainer->model().parameter_count(), config.d_model, config.encoder_layers,
-             config.decoder_layers, config.dropout, config.attention_dropout, config.relu_dropout,
+             config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
              config.learned_positions ? "learned" : "sinusoid", o.threads);
   std::fflush(stdout);
   models::TrainerHooks hooks = printing_hooks(o);

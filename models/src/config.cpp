@@ -25,9 +25,11 @@ void TransformerConfig::validate() const {
   check_range("encoder_layers", encoder_layers, 1, kMaxLayers);
   check_range("decoder_layers", decoder_layers, 1, kMaxLayers);
   check_range("max_len", max_len, 1, kMaxLen);
-  for (auto [field, p] : {std::pair{"dropout", dropout}, {"attention_dropout", attention_dropout},
-                          {"relu_dropout", relu_dropout}})
-    LOOM_CHECK(p >= 0.0 && p < 1.0, "TransformerConfig: {} must be at least 0 and below 1, got {}", field, p);
+  LOOM_CHECK(dropout >= 0.0 && dropout < 1.0, "TransformerConfig: dropout must be at least 0 and below 1, got {}",
+             dropout);
+  for (auto [field, p] : {std::pair{"attention_dropout", attention_dropout}, {"relu_dropout", relu_dropout}})
+    LOOM_CHECK(p == -1.0 || (p >= 0.0 && p < 1.0),
+               "TransformerConfig: {} must be -1 (the dropout's) or at least 0 and below 1, got {}", field, p);
   LOOM_CHECK(layer_norm_eps > 0.0 && layer_norm_eps <= 1.0,
              "TransformerConfig: layer_norm_eps must be above 0 and at most 1, got {}", layer_norm_eps);
   LOOM_CHECK(pad_id >= 0 && pad_id < src_vocab && pad_id < tgt_vocab,
@@ -77,10 +79,8 @@ void check_integer_fields(const nlohmann::json& j) {
 // model did before them (one dropout everywhere, sinusoids).
 void add_later_fields(nlohmann::json& j) {
   if (!j.is_object()) return;
-  if (j.contains("dropout")) {
-    if (!j.contains("attention_dropout")) j["attention_dropout"] = j["dropout"];
-    if (!j.contains("relu_dropout")) j["relu_dropout"] = j["dropout"];
-  }
+  for (const char* field : {"attention_dropout", "relu_dropout"})
+    if (!j.contains(field)) j[field] = -1.0;
   if (!j.contains("learned_positions")) j["learned_positions"] = false;
 }
 }  // namespace
@@ -110,7 +110,7 @@ TransformerConfig sized(int64_t vocab, int64_t d_model, int64_t d_ff, int64_t he
   c.d_ff = d_ff;
   c.heads = heads;
   c.encoder_layers = c.decoder_layers = layers;
-  c.dropout = c.attention_dropout = c.relu_dropout = dropout;
+  c.dropout = dropout;
   return c;
 }
 }  // namespace

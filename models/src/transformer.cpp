@@ -8,8 +8,8 @@ namespace loom::models {
 
 // ---- encoder layer ----
 EncoderLayer::EncoderLayer(const TransformerConfig& c, Generator& gen)
-    : self_attn(c.d_model, c.heads, c.attention_dropout, gen),
-      feed_forward(c.d_model, c.d_ff, c.relu_dropout, gen),
+    : self_attn(c.d_model, c.heads, c.attention_p(), gen),
+      feed_forward(c.d_model, c.d_ff, c.relu_p(), gen),
       norm1(c.d_model, c.layer_norm_eps),
       norm2(c.d_model, c.layer_norm_eps),
       dropout(c.dropout, gen),
@@ -33,9 +33,9 @@ Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_mask) {
 
 // ---- decoder layer ----
 DecoderLayer::DecoderLayer(const TransformerConfig& c, Generator& gen)
-    : self_attn(c.d_model, c.heads, c.attention_dropout, gen),
-      cross_attn(c.d_model, c.heads, c.attention_dropout, gen),
-      feed_forward(c.d_model, c.d_ff, c.relu_dropout, gen),
+    : self_attn(c.d_model, c.heads, c.attention_p(), gen),
+      cross_attn(c.d_model, c.heads, c.attention_p(), gen),
+      feed_forward(c.d_model, c.d_ff, c.relu_p(), gen),
       norm1(c.d_model, c.layer_norm_eps),
       norm2(c.d_model, c.layer_norm_eps),
       norm3(c.d_model, c.layer_norm_eps),

@@ -21,9 +21,9 @@ struct TransformerConfig {
   int64_t src_vocab = 0, tgt_vocab = 0;
   int64_t d_model = 512, d_ff = 2048, heads = 8;
   int64_t encoder_layers = 6, decoder_layers = 6;
-  double dropout = 0.1;            // residual: each sub-layer's output, and embeddings + positions
-  double attention_dropout = 0.1;  // on the attention weights, after the softmax
-  double relu_dropout = 0.1;       // inside the feed-forward, after the ReLU
+  double dropout = 0.1;             // residual: each sub-layer's output, and embeddings + positions
+  double attention_dropout = -1;    // on the attention weights, after the softmax (-1: `dropout`)
+  double relu_dropout = -1;         // inside the feed-forward, after the ReLU (-1: `dropout`)
   bool learned_positions = false;  // a trained positional table instead of the sinusoids (Table 3, row E)
   int64_t max_len = 1024;     // longest sequence the positional table covers
   int64_t pad_id = 0;         // source positions holding it are masked out
@@ -35,6 +35,10 @@ struct TransformerConfig {
   // parameters), far below sizes that overflow or exhaust a machine.
   static constexpr int64_t kMaxVocab = 1 << 24, kMaxWidth = 1 << 16, kMaxLayers = 1000, kMaxLen = 1 << 20;
   static constexpr double kMaxElements = 8e9;  // parameters + positional table: 32 GiB in float32
+
+  // The rates in effect: the field, or `dropout` where it is -1.
+  double attention_p() const { return attention_dropout < 0 ? dropout : attention_dropout; }
+  double relu_p() const { return relu_dropout < 0 ? dropout : relu_dropout; }
 
   std::string to_json() const;
   static TransformerConfig from_json(const std::string& text);  // errors name the bad field
