@@ -3,6 +3,7 @@
 // that rebuilds the same model, and a tiny model that learns to copy sentences.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -179,6 +180,76 @@ TEST_CASE("configuration: every field has a range, and the whole model a size bo
   Transformer model(small, gen);
   const double table = static_cast<double>(small.max_len * small.d_model);
   CHECK(small.approximate_elements() - table == doctest::Approx(model.parameter_count()).epsilon(0.01));
+}
+
+TEST_CASE("configuration: Table 3's choices (attention, ReLU and residual dropout; learned positions), old files load") {
+  // A configuration written before these fields existed: one dropout everywhere, sinusoids.
+  const std::string old = R"({"src_vocab":60,"tgt_vocab":60,"d_model":64,"d_ff":256,"heads":4,"encoder_layers":2,)"
+                          R"("decoder_layers":2,"dropout":0.3,"max_len":1024,"pad_id":0,"share_embeddings":true,)"
+                          R"("pre_norm":false,"layer_norm_eps":1e-06})";
+  TransformerConfig c = TransformerConfig::from_json(old);
+  CHECK(c.attention_p() == 0.3);
+  CHECK(c.relu_p() == 0.3);
+  CHECK_FALSE(c.learned_positions);
+  c.dropout = 0.2;  // the two follow the residual dropout unless set
+  CHECK(c.attention_p() == 0.2);
+  c.attention_dropout = 0.05;
+  c.relu_dropout = 0.2;
+  c.learned_positions = true;
+  TransformerConfig back = TransformerConfig::from_json(c.to_json());
+  CHECK(back.attention_dropout == 0.05);
+  CHECK(back.relu_dropout == 0.2);
+  CHECK(back.learned_positions);
+  auto error_with = [](auto change) {
+    TransformerConfig t = presets::tiny(100);
+    change(t);
+    return error_of([&] { t.validate(); });
+  };
+  CHECK(error_with([](TransformerConfig& t) { t.attention_dropout = 1; }) ==
+        "TransformerConfig: attention_dropout must be -1 (the dropout's) or at least 0 and below 1, got 1");
+  CHECK(error_with([](TransformerConfig& t) { t.relu_dropout = -0.1; }) ==
+        "TransformerConfig: relu_dropout must be -1 (the dropout's) or at least 0 and below 1, got -0.1");
+  CHECK(error_of([&] { TransformerConfig::from_json(old.substr(0, old.size() - 1) + R"(,"learned_positions":"yes"})"); })
+            .find("(/learned_positions) type must be boolean") != std::string::npos);
+
+  // Each dropout reaches its own place: with only one of them on, training-mode
+  // outputs still vary from call to call; with all three off they do not.
+  Tensor src = ids({5, 6, 7, 3, 8, 9, 3, 0}, 2), tgt = ids({2, 5, 6, 7, 2, 8, 9, 0}, 2);
+  auto varies = [&](double residual, double attention, double relu) {
+    TransformerConfig t = presets::tiny(12);
+    t.dropout = residual, t.attention_dropout = attention, t.relu_dropout = relu;
+    Generator gen(4);
+    Transformer model(t, gen);
+    NoGradGuard no_grad;
+    const auto a = model(src, tgt).to_vector<float>(), b = model(src, tgt).to_vector<float>();
+    return a != b;
+  };
+  CHECK_FALSE(varies(0, 0, 0));
+  CHECK(varies(0, 0.5, 0));
+  CHECK(varies(0, 0, 0.5));
+  CHECK(varies(0.5, 0, 0));
+  TransformerConfig t = presets::tiny(12);
+  t.relu_dropout = 0.25;
+  Transformer model(t);
+  CHECK(model.encoder[0]->feed_forward.dropout.p() == 0.25);
+  CHECK(model.decoder[1]->dropout.p() == 0.1);
+
+  // Learned positions: a trained [max_len, d_model] table, saved with the model, that gets gradients.
+  t = presets::tiny(12);
+  t.max_len = 32;
+  t.learned_positions = true;
+  Generator gen(5);
+  Transformer learned(t, gen);
+  Tensor table;
+  for (auto& [name, p] : learned.named_parameters())
+    if (name == "positions.weight") table = p;
+  REQUIRE(table.defined());
+  CHECK(table.shape() == Shape{32, 64});
+  CHECK(learned.parameter_count() == expected_parameters(t) + 32 * 64);
+  label_smoothed_cross_entropy(learned(src, tgt), ids({5, 6, 7, 3, 8, 9, 3, 0}, 2), 0.1, 0).backward();
+  const auto g = table.grad().to_vector<float>();
+  CHECK(std::any_of(g.begin(), g.begin() + 4 * 64, [](float v) { return v != 0; }));  // positions 0-3 were used
+  CHECK(std::all_of(g.begin() + 4 * 64, g.end(), [](float v) { return v == 0; }));    // the rest were not
 }
 
 TEST_CASE("a checkpoint carries the configuration and rebuilds the same model") {

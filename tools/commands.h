@@ -13,7 +13,7 @@ void use_threads(int threads);
 void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
-void add_train_command(CLI::App& app);
+void add_train_command(CLI::App& app, int& exit_code);  // exit_code: 128 + signal when interrupted
 void add_translate_commands(CLI::App& app);  // translate, bleu
 void add_average_command(CLI::App& app);
 void add_plot_command(CLI::App& app);       // tools/plot_command.cpp

@@ -1,16 +1,24 @@
 // `loom train`: a Transformer on a parallel corpus, the paper's recipe (Adam
 // 0.9/0.98/1e-9, the Noam schedule, label smoothing 0.1, dropout), with a joint
-// SentencePiece vocabulary trained on the first run. Writes <out>/spm.model and
-// <out>/model.safetensors (configuration and progress in its metadata) after
-// every epoch; `loom translate --model <out>` reads them.
+// SentencePiece vocabulary trained on the first run. The command reads the
+// corpus, builds the vocabulary and prints; models::Trainer (loom/models/trainer.h)
+// trains and writes the run folder: <out>/model.safetensors (what `loom translate
+// --model <out>` reads), the training state `--resume <out>` continues from, and
+// the kept, best and averaged checkpoints. SIGINT / SIGTERM save the state and
+// exit with 128 + the signal.
 #include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 
 #include "commands.h"
 #include "options.h"
@@ -29,12 +37,47 @@ namespace {
 constexpr double kMaxLrFactor = 1e6;
 
 struct TrainOptions {
-  std::string data, src = "de", tgt = "en", out = "runs/multi30k-de-en", preset = "small";
-  int64_t vocab = 8000, max_tokens = 4096, max_len = 128, warmup = 4000, epochs = 10, max_steps = 0, log_every = 100;
-  double lr_factor = 1.0, dropout = -1, label_smoothing = 0.1;
+  std::string data, src = "de", tgt = "en", out = "runs/multi30k-de-en", preset = "small", positions = "sinusoid",
+                    resume;
+  int64_t vocab = 8000;
+  double dropout = -1, attention_dropout = -1, relu_dropout = -1;  // -1: the preset's (attention, relu: --dropout's)
   int threads = 2;
-  uint64_t seed = 1;
+  models::TrainerOptions t;
 };
+
+// The flags a resumed run cannot change (the updates depend on them), as text:
+// saved with the state, compared with those given again on --resume.
+std::map<std::string, std::string> fixed_flags(const TrainOptions& o) {
+  return {{"--src", o.src},
+          {"--tgt", o.tgt},
+          {"--preset", o.preset},
+          {"--vocab", std::to_string(o.vocab)},
+          {"--dropout", fmt::format("{}", o.dropout)},
+          {"--attention-dropout", fmt::format("{}", o.attention_dropout)},
+          {"--relu-dropout", fmt::format("{}", o.relu_dropout)},
+          {"--positions", o.positions},
+          {"--max-tokens", std::to_string(o.t.max_tokens)},
+          {"--max-len", std::to_string(o.t.max_len)},
+          {"--accum", std::to_string(o.t.accum)},
+          {"--warmup", std::to_string(o.t.warmup)},
+          {"--lr-factor", fmt::format("{}", o.t.lr_factor)},
+          {"--label-smoothing", fmt::format("{}", o.t.label_smoothing)},
+          {"--clip", fmt::format("{}", o.t.clip)},
+          {"--seed", std::to_string(o.t.seed)}};
+}
+
+// Set by SIGINT / SIGTERM: the trainer saves its state after the update under way
+// and returns. A second signal gets the default action (the files stay whole:
+// every write is atomic).
+std::atomic<bool> stop_requested{false};
+std::atomic<int> stop_signal{0};
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int signal) {
+  stop_signal.store(signal);
+  stop_requested.store(true);
+  std::signal(signal, SIG_DFL);
+}
 
 // <dir>/<split>.<lang>, or the same with .gz.
 std::string corpus_file(const std::string& dir, const std::string& split, const std::string& lang) {
@@ -71,20 +114,6 @@ std::vector<models::EncodedPair> encode(const models::Vocabulary& vocab, const m
   return pairs;
 }
 
-// Mean label-smoothed loss per target token over the batches (eval mode, no graph).
-double evaluate(models::Transformer& model, const std::vector<models::Batch>& batches, double smoothing) {
-  NoGradGuard no_grad;
-  model.eval();
-  double total = 0, tokens = 0;
-  for (const auto& b : batches) {
-    total += label_smoothed_cross_entropy(model(b.src, b.tgt_in), b.tgt_out, smoothing, models::Vocabulary::kPad)
-                 .item<double>() * static_cast<double>(b.tgt_tokens);
-    tokens += static_cast<double>(b.tgt_tokens);
-  }
-  model.train();
-  return total / tokens;
-}
-
 // The pairs of a split that fit --max-len; says how many were dropped, and refuses a split left empty.
 std::vector<models::EncodedPair> keep_fitting(std::vector<models::EncodedPair> pairs, const Split& split,
                                               int64_t max_len) {
@@ -110,27 +139,124 @@ void prepare_out(const std::string& out) {
              std::strerror(errno));
 }
 
-// The bar's total (every epoch as long as this one, or --max-steps) and the run's settings in metrics.jsonl.
-MonitorOptions monitor_options(const TrainOptions& o, size_t batches_per_epoch, const models::TransformerConfig& config) {
-  int64_t total = o.epochs * static_cast<int64_t>(batches_per_epoch);
-  if (o.max_steps > 0) total = std::min(total, o.max_steps);
-  return {.out = o.out, .log_every = o.log_every, .total_steps = total,
-          .run_info = {{"preset", o.preset}, {"seed", o.seed}, {"warmup", o.warmup}, {"lr_factor", o.lr_factor},
-                       {"label_smoothing", o.label_smoothing}, {"dropout", config.dropout},
+// --resume DIR: the run's own options, checked against the flags given again.
+void take_saved_options(TrainOptions& o, const CLI::App& cmd) {
+  const models::Trainer::SavedRun saved = models::Trainer::read_state(o.resume);
+  std::map<std::string, std::string> extra = saved.extra_state;
+  auto text = [&](const char* key) {
+    LOOM_CHECK(extra.count(key), "train: --resume '{}': the training state lacks '{}' (not written by `loom train`?)",
+               o.resume, key);
+    return extra.at(key);
+  };
+  const auto now = fixed_flags(o);
+  for (const auto& [flag, value] : now)
+    if (cmd.get_option(flag)->count() > 0 && value != text(flag.c_str()))
+      fail("train: {} {} differs from the resumed run's {} (a resumed run keeps the options its updates depend on)",
+           flag, value, text(flag.c_str()));
+  o.src = text("--src");
+  o.tgt = text("--tgt");
+  o.preset = text("--preset");
+  o.vocab = std::stoll(text("--vocab"));
+  if (cmd.get_option("--data")->count() == 0) o.data = text("data");
+  // What may change: given again, it wins; otherwise the run's own value.
+  models::TrainerOptions merged = saved.options;
+  auto may_change = [&](const char* flag, auto member) {
+    if (cmd.get_option(flag)->count() > 0) merged.*member = o.t.*member;
+  };
+  using T = models::TrainerOptions;
+  may_change("--epochs", &T::epochs);
+  may_change("--max-steps", &T::max_steps);
+  may_change("--log-every", &T::log_every);
+  may_change("--save-every", &T::save_every);
+  may_change("--save-minutes", &T::save_minutes);
+  may_change("--keep-last", &T::keep_last);
+  may_change("--average-last", &T::average_last);
+  o.t = merged;
+  fmt::print("resuming '{}' at step {} ({} -> {}, data '{}')\n", o.out, saved.step, o.src, o.tgt, o.data);
+}
+
+models::TransformerConfig make_config(const TrainOptions& o, int64_t vocab_size) {
+  models::TransformerConfig config = models::presets::by_name(o.preset, vocab_size);
+  config.pad_id = models::Vocabulary::kPad;
+  config.max_len = std::max(config.max_len, o.t.max_len + 1);
+  if (o.dropout >= 0) config.dropout = o.dropout;
+  if (o.attention_dropout >= 0) config.attention_dropout = o.attention_dropout;
+  if (o.relu_dropout >= 0) config.relu_dropout = o.relu_dropout;
+  config.learned_positions = o.positions == "learned";
+  return config;
+}
+
+// What the run shows (tools/training_monitor.h): the progress bar, a line every
+// --log-every steps and metrics.jsonl; a line per checkpoint. `monitor` outlives the run.
+models::TrainerHooks monitoring_hooks(TrainingMonitor& monitor) {
+  models::TrainerHooks hooks;
+  hooks.gradients_ready = [&monitor](int64_t step) {
+    if (monitor.is_log_step(step)) monitor.capture_gradients();  // a pass over every gradient: logged steps only
+  };
+  hooks.step_done = [&monitor](const models::StepReport& r) {
+    monitor.step_done(r.step, r.epoch, r.loss, r.window_loss, r.tgt_tokens, r.lr);
+  };
+  hooks.evaluated = [&monitor](const models::Evaluation& e) {
+    monitor.validation(e.step, e.epoch, e.val_loss);
+    const std::string best = e.best ? " (best so far)" : "";
+    monitor.print(e.epoch_end ? fmt::format("epoch {:3d} done: step {}, validation loss {:.4f}{}; saved {}", e.epoch,
+                                            e.step, e.val_loss, best, e.saved)
+                              : fmt::format("step {:6d}: validation loss {:.4f}{}; saved {}", e.step, e.val_loss,
+                                            best, e.saved));
+  };
+  hooks.message = [&monitor](const std::string& text) { monitor.print(text); };
+  hooks.stop = &stop_requested;
+  return hooks;
+}
+
+// The bar's total (an estimate: batches hold about --max-tokens padded tokens of the
+// longer side) and the run's settings in metrics.jsonl.
+int64_t estimated_steps(const TrainOptions& o, const std::vector<models::EncodedPair>& train) {
+  double tokens = 0;
+  for (const models::EncodedPair& pair : train)
+    tokens += static_cast<double>(std::max(pair.src.size(), pair.tgt.size()) + 1);
+  const int64_t total = o.t.epochs * static_cast<int64_t>(std::ceil(tokens / static_cast<double>(o.t.max_tokens)));
+  return o.t.max_steps > 0 ? std::min(total, o.t.max_steps) : total;
+}
+
+MonitorOptions monitor_options(const TrainOptions& o, int64_t total, const models::TransformerConfig& config) {
+  return {.out = o.out, .log_every = o.t.log_every, .total_steps = total, .append = !o.resume.empty(),
+          .run_info = {{"preset", o.preset}, {"seed", o.t.seed}, {"warmup", o.t.warmup}, {"lr_factor", o.t.lr_factor},
+                       {"label_smoothing", o.t.label_smoothing}, {"dropout", config.dropout},
                        {"pre_norm", config.pre_norm}, {"d_model", config.d_model}}};
 }
 
-void run_train(const TrainOptions& o) {
-  LOOM_CHECK(o.max_tokens > o.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
-             o.max_tokens, o.max_len);
+// LOOM_TEST_POISON_STEP=N (tests only): after update N a parameter becomes NaN,
+// the way a diverging run ends, to check that nothing good is overwritten.
+void poison_for_tests(models::TrainerHooks& hooks, models::Trainer& trainer) {
+  const char* env = std::getenv("LOOM_TEST_POISON_STEP");
+  if (!env) return;
+  const int64_t at = std::atoll(env);
+  auto printed = hooks.step_done;
+  hooks.step_done = [&trainer, at, printed](const models::StepReport& r) {
+    if (printed) printed(r);
+    if (r.step != at) return;
+    NoGradGuard no_grad;
+    fill_(trainer.model().parameters().front(), std::nan(""));
+  };
+}
+
+int run_train(TrainOptions o, const CLI::App& cmd) {
   use_threads(o.threads);
+  if (!o.resume.empty()) {
+    o.out = o.resume;
+    take_saved_options(o, cmd);
+  }
+  LOOM_CHECK(!o.data.empty(), "train: --data is required (the corpus folder)");
+  LOOM_CHECK(o.t.max_tokens > o.t.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
+             o.t.max_tokens, o.t.max_len);
   prepare_out(o.out);
   const std::string spm_prefix = o.out + "/spm", spm_path = spm_prefix + ".model";
-  const std::string checkpoint = o.out + "/model.safetensors";
   const Split train_split = read_split(o, "train"), val_split = read_split(o, "val");
   const models::ParallelCorpus &train = train_split.corpus, &val = val_split.corpus;
   fmt::print("train: {} sentence pairs ({} -> {}), validation {}\n", train.src.size(), o.src, o.tgt, val.src.size());
   if (!std::filesystem::exists(spm_path)) {
+    LOOM_CHECK(o.resume.empty(), "train: --resume '{}': the vocabulary '{}' is missing", o.resume, spm_path);
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::string> both = train.src;
     both.insert(both.end(), train.tgt.begin(), train.tgt.end());
@@ -139,93 +265,106 @@ void run_train(const TrainOptions& o) {
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), spm_path);
   }
   models::Vocabulary vocab(spm_path);
-  const std::vector<models::EncodedPair> train_pairs = keep_fitting(encode(vocab, train), train_split, o.max_len),
-                                         val_pairs = keep_fitting(encode(vocab, val), val_split, o.max_len);
-
-  models::TransformerConfig config = models::presets::by_name(o.preset, vocab.size());
-  config.pad_id = models::Vocabulary::kPad;
-  config.max_len = std::max(config.max_len, o.max_len + 1);
-  if (o.dropout >= 0) config.dropout = o.dropout;
-  // One stream initializes the weights and then draws the dropout masks; another shuffles: both fixed by the seed.
-  Generator gen(o.seed), shuffle(o.seed + 1);
-  models::Transformer model(config, gen);
-  optim::Adam adam(model.parameters(), {.lr = 0, .betas = {0.9, 0.98}, .eps = 1e-9});
-  optim::Noam noam(adam, config.d_model, o.warmup, o.lr_factor);
-  fmt::print("model: '{}' preset, {} parameters, d_model {}, {}+{} layers, dropout {}; {} threads\n", o.preset,
-             model.parameter_count(), config.d_model, config.encoder_layers, config.decoder_layers, config.dropout,
-             o.threads);
-  std::vector<models::Batch> val_batches = make_batches(val_pairs, o.max_tokens, o.max_len, shuffle);
-
-  // A diverged run stops before it reaches the checkpoint: the last good one stays.
-  std::string last_saved = fmt::format("'{}' is left as it was", checkpoint);
-  auto diverged = [&](const std::string& what, int64_t step, double value, double lr) {
-    fail("train: {} is {} at step {} (learning rate {:.3g}); stopped without saving: {}", what, value, step, lr,
-         last_saved);
-  };
-  int64_t step = 0;
-  std::unique_ptr<TrainingMonitor> monitor;
-  for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
-    std::vector<models::Batch> batches = make_batches(train_pairs, o.max_tokens, o.max_len, shuffle);
-    if (!monitor) monitor = std::make_unique<TrainingMonitor>(model, monitor_options(o, batches.size(), config));
-    for (const models::Batch& b : batches) {
-      Tensor loss = label_smoothed_cross_entropy(model(b.src, b.tgt_in), b.tgt_out, o.label_smoothing,
-                                                 models::Vocabulary::kPad);
-      adam.zero_grad();
-      loss.backward();
-      // Gradient norms are a pass over every gradient: only on the steps that are logged.
-      if (monitor->is_log_step(step + 1)) monitor->capture_gradients();
-      const double lr = noam.step();
-      const double loss_value = loss.item<double>();
-      if (!std::isfinite(loss_value)) diverged("the training loss", step + 1, loss_value, lr);
-      adam.step();
-      ++step;
-      monitor->step_done(step, epoch, loss_value, b.tgt_tokens, lr);
-      if (o.max_steps > 0 && step >= o.max_steps) break;
-    }
-    const double val_loss = evaluate(model, val_batches, o.label_smoothing);
-    if (!std::isfinite(val_loss)) diverged("the validation loss", step, val_loss, noam.rate(noam.current_step()));
-    nn::save(model, checkpoint,
-             {{"config", config.to_json()}, {"vocabulary", "spm.model"}, {"step", std::to_string(step)},
-              {"epoch", std::to_string(epoch)}, {"val_loss", fmt::format("{:.6f}", val_loss)}});
-    last_saved = fmt::format("'{}' keeps epoch {}, step {}", checkpoint, epoch, step);
-    monitor->validation(step, epoch, val_loss);
-    monitor->print(fmt::format("epoch {:3d} done: step {}, validation loss {:.4f}; saved {}", epoch, step, val_loss,
-                               checkpoint));
-    if (o.max_steps > 0 && step >= o.max_steps) break;
+  std::vector<models::EncodedPair> train_pairs = keep_fitting(encode(vocab, train), train_split, o.t.max_len),
+                                   val_pairs = keep_fitting(encode(vocab, val), val_split, o.t.max_len);
+  const int64_t total_steps = estimated_steps(o, train_pairs);
+  std::unique_ptr<models::Trainer> trainer;
+  if (o.resume.empty()) {
+    std::map<std::string, std::string> extra = fixed_flags(o);
+    extra["data"] = o.data;
+    trainer = std::make_unique<models::Trainer>(make_config(o, vocab.size()), o.t, std::move(train_pairs),
+                                                std::move(val_pairs), o.out,
+                                                std::map<std::string, std::string>{{"vocabulary", "spm.model"}}, extra);
+  } else {
+    trainer = models::Trainer::resume(o.out, std::move(train_pairs), std::move(val_pairs),
+                                      [&](models::TrainerOptions& saved) { saved = o.t; });
   }
+  const models::TransformerConfig& config = trainer->config();
+  fmt::print("model: '{}' preset, {} parameters, d_model {}, {}+{} layers, dropout {} (attention {}, relu {}), {} "
+             "positions; {} threads\n",
+             o.preset, trainer->model().parameter_count(), config.d_model, config.encoder_layers,
+             config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
+             config.learned_positions ? "learned" : "sinusoid", o.threads);
+  std::fflush(stdout);
+  TrainingMonitor monitor(trainer->model(), monitor_options(o, total_steps, config));
+  models::TrainerHooks hooks = monitoring_hooks(monitor);
+  poison_for_tests(hooks, *trainer);
+  stop_requested.store(false);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  const bool finished = trainer->run(hooks);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  return finished ? 0 : 128 + stop_signal.load();  // the shell's code for a signal, after a clean save
 }
 
 }  // namespace
 
-void add_train_command(CLI::App& app) {
+void add_train_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("train", "train a Transformer on a parallel corpus (Multi30k layout)");
   auto o = std::make_shared<TrainOptions>();
-  cmd->add_option("--data", o->data, "folder with train.<lang>[.gz] and val.<lang>[.gz]")->required();
+  models::TrainerOptions& t = o->t;
+  cmd->add_option("--data", o->data, "folder with train.<lang>[.gz] and val.<lang>[.gz] (a resumed run: the run's)");
+  cmd->add_option("--resume", o->resume,
+                  "continue the run in this folder from its training state, bit for bit (its --out)");
   cmd->add_option("--src", o->src, "source language suffix")->capture_default_str();
   cmd->add_option("--tgt", o->tgt, "target language suffix")->capture_default_str();
-  cmd->add_option("--out", o->out, "folder for spm.model and model.safetensors")->capture_default_str();
+  cmd->add_option("--out", o->out, "folder for spm.model, model.safetensors and the training state")
+      ->capture_default_str();
   cmd->add_option("--preset", o->preset, "tiny, small, base or big")->capture_default_str();
   cmd->add_option("--vocab", o->vocab, "SentencePiece pieces (first run)")
       ->capture_default_str()
       ->check(in_range(5, models::TransformerConfig::kMaxVocab));
-  cmd->add_option("--max-tokens", o->max_tokens, "padded tokens per batch")->capture_default_str()->check(at_least(2));
-  cmd->add_option("--max-len", o->max_len, "longest sentence kept, in pieces")
+  cmd->add_option("--max-tokens", t.max_tokens,
+                  "tokens per batch: sentences x longest side, so each side's padded tokens (source and target) "
+                  "stay within it")
+      ->capture_default_str()
+      ->check(at_least(2));
+  cmd->add_option("--accum", t.accum, "batches per update (gradient accumulation: --max-tokens x this per update)")
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 20));
+  cmd->add_option("--max-len", t.max_len, "longest sentence kept, in pieces")
       ->capture_default_str()
       ->check(in_range(1, models::TransformerConfig::kMaxLen - 1));
-  cmd->add_option("--epochs", o->epochs, "passes over the corpus")->capture_default_str()->check(at_least(1));
-  cmd->add_option("--max-steps", o->max_steps, "stop after this many updates (0: no limit)")
+  cmd->add_option("--epochs", t.epochs, "passes over the corpus")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--max-steps", t.max_steps, "stop after this many updates (0: no limit)")
       ->capture_default_str()
       ->check(at_least(0));
-  cmd->add_option("--warmup", o->warmup, "Noam warm-up steps")->capture_default_str()->check(at_least(1));
-  cmd->add_option("--lr-factor", o->lr_factor, "Noam factor")->capture_default_str()->check(in_range(0, kMaxLrFactor));
-  cmd->add_option("--dropout", o->dropout, "dropout (default: the preset's)")->check(in_range(0, 1, true));
-  cmd->add_option("--label-smoothing", o->label_smoothing, "label smoothing")
+  cmd->add_option("--warmup", t.warmup, "Noam warm-up steps")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--lr-factor", t.lr_factor, "Noam factor")
+      ->capture_default_str()
+      ->check(in_range(0, kMaxLrFactor));
+  cmd->add_option("--clip", t.clip, "clip the global gradient norm to this (0: off)")
+      ->capture_default_str()
+      ->check(in_range(0, 1e6));
+  cmd->add_option("--dropout", o->dropout, "residual dropout, and the default of the two below (default: the preset's)")
+      ->check(in_range(0, 1, true));
+  cmd->add_option("--attention-dropout", o->attention_dropout, "dropout on attention weights (default: --dropout)")
+      ->check(in_range(0, 1, true));
+  cmd->add_option("--relu-dropout", o->relu_dropout, "dropout after the feed-forward's ReLU (default: --dropout)")
+      ->check(in_range(0, 1, true));
+  cmd->add_option("--positions", o->positions, "sinusoid (the paper's) or learned (Table 3, row E)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sinusoid", "learned"}));
+  cmd->add_option("--label-smoothing", t.label_smoothing, "label smoothing")
       ->capture_default_str()
       ->check(in_range(0, 1, true));
   add_threads_option(*cmd, o->threads);
-  cmd->add_option("--seed", o->seed, "initialization, shuffling and dropout seed")->capture_default_str();
-  cmd->add_option("--log-every", o->log_every, "steps between progress lines")->capture_default_str()->check(at_least(1));
-  cmd->callback([o] { run_train(*o); });
+  cmd->add_option("--seed", t.seed, "initialization, shuffling and dropout seed")->capture_default_str();
+  cmd->add_option("--log-every", t.log_every, "steps between progress lines")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--save-every", t.save_every, "also save a checkpoint every this many steps (0: at epoch ends only)")
+      ->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--save-minutes", t.save_minutes, "also save a checkpoint every this many minutes (0: off)")
+      ->capture_default_str()
+      ->check(in_range(0, 1e6));
+  cmd->add_option("--keep-last", t.keep_last, "keep the last K checkpoints as step-<N>.safetensors (0: none)")
+      ->capture_default_str()
+      ->check(in_range(0, 1 << 20));
+  cmd->add_option("--average-last", t.average_last, "at the end, average the last K checkpoints into <out>/average")
+      ->capture_default_str()
+      ->check(in_range(0, 1 << 20));
+  cmd->callback([o, cmd, &exit_code] { exit_code = run_train(*o, *cmd); });
 }
 
 }  // namespace loom::tools

@@ -127,15 +127,15 @@ double TrainingMonitor::capture_gradients() {
   return global_norm_;
 }
 
-void TrainingMonitor::step_done(int64_t step, int64_t epoch, double loss, int64_t target_tokens, double lr) {
-  window_loss_ += loss * static_cast<double>(target_tokens);
+void TrainingMonitor::step_done(int64_t step, int64_t epoch, double loss, double window_loss, int64_t target_tokens,
+                                double lr) {
   window_tokens_ += static_cast<double>(target_tokens);
   const auto now = last_step_end_ = std::chrono::steady_clock::now();
   bar_.update(step, fmt::format("epoch {}  loss {:.4f}  lr {:.2e}", epoch, loss, lr));
   if (!is_log_step(step)) return;
   NoGradGuard no_grad;
   const double seconds = std::chrono::duration<double>(now - window_start_).count();
-  const double mean_loss = window_loss_ / window_tokens_, tokens_per_s = window_tokens_ / seconds;
+  const double mean_loss = window_loss, tokens_per_s = window_tokens_ / seconds;
   const AllocatorStats memory = allocator(kCPU).stats();
   const auto [rss, peak_rss] = resident_bytes();
   nlohmann::json layers = nlohmann::json::object();
@@ -170,7 +170,7 @@ void TrainingMonitor::step_done(int64_t step, int64_t epoch, double loss, int64_
                          step, epoch, mean_loss, lr, global_norm_, tokens_per_s,
                          memory.peak_bytes_in_use / 1048576.0, memory.bytes_cached / 1048576.0, rss / 1048576.0));
   captured_ = false;
-  window_loss_ = window_tokens_ = 0;
+  window_tokens_ = 0;
   window_start_ = std::chrono::steady_clock::now();  // the line's own cost is not the next window's
 }
 

@@ -47,8 +47,10 @@ class TrainingMonitor {
   // After backward, before the optimizer's step, on a log step: the global
   // gradient norm (returned) and each layer's; keeps the weights to measure the update.
   double capture_gradients();
-  // After the optimizer's step: advances the bar; on a log step prints and writes the line.
-  void step_done(int64_t step, int64_t epoch, double loss, int64_t target_tokens, double lr);
+  // After the optimizer's step: advances the bar (with this step's loss); on a log
+  // step prints and writes the line with window_loss, the trainer's mean per target
+  // token since the last log step (kept across a resume, so the lines match).
+  void step_done(int64_t step, int64_t epoch, double loss, double window_loss, int64_t target_tokens, double lr);
   void validation(int64_t step, int64_t epoch, double val_loss, std::optional<double> bleu = {});
   // A line of text (epoch summaries...), printed above the bar.
   void print(const std::string& line) { bar_.print(line); }
@@ -71,7 +73,7 @@ class TrainingMonitor {
   std::vector<Layer> layers_;
   double global_norm_ = 0;
   bool captured_ = false;
-  double window_loss_ = 0, window_tokens_ = 0;
+  double window_tokens_ = 0;
   std::chrono::steady_clock::time_point start_, window_start_, last_step_end_;
   ProgressBar bar_;
 };

@@ -27,6 +27,9 @@ void TransformerConfig::validate() const {
   check_range("max_len", max_len, 1, kMaxLen);
   LOOM_CHECK(dropout >= 0.0 && dropout < 1.0, "TransformerConfig: dropout must be at least 0 and below 1, got {}",
              dropout);
+  for (auto [field, p] : {std::pair{"attention_dropout", attention_dropout}, {"relu_dropout", relu_dropout}})
+    LOOM_CHECK(p == -1.0 || (p >= 0.0 && p < 1.0),
+               "TransformerConfig: {} must be -1 (the dropout's) or at least 0 and below 1, got {}", field, p);
   LOOM_CHECK(layer_norm_eps > 0.0 && layer_norm_eps <= 1.0,
              "TransformerConfig: layer_norm_eps must be above 0 and at most 1, got {}", layer_norm_eps);
   LOOM_CHECK(pad_id >= 0 && pad_id < src_vocab && pad_id < tgt_vocab,
@@ -54,8 +57,8 @@ double TransformerConfig::approximate_elements() const {
 
 // The JSON field names are the member names (nlohmann's macro writes both directions).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TransformerConfig, src_vocab, tgt_vocab, d_model, d_ff, heads, encoder_layers,
-                                   decoder_layers, dropout, max_len, pad_id, share_embeddings, pre_norm,
-                                   layer_norm_eps)
+                                   decoder_layers, dropout, attention_dropout, relu_dropout, learned_positions,
+                                   max_len, pad_id, share_embeddings, pre_norm, layer_norm_eps)
 
 std::string TransformerConfig::to_json() const { return nlohmann::json(*this).dump(); }
 
@@ -71,6 +74,15 @@ void check_integer_fields(const nlohmann::json& j) {
       fail("TransformerConfig: {} must be a whole number, got {}", field, it->dump());
   }
 }
+
+// Fields added after checkpoints were first written: absent, they mean what the
+// model did before them (one dropout everywhere, sinusoids).
+void add_later_fields(nlohmann::json& j) {
+  if (!j.is_object()) return;
+  for (const char* field : {"attention_dropout", "relu_dropout"})
+    if (!j.contains(field)) j[field] = -1.0;
+  if (!j.contains("learned_positions")) j["learned_positions"] = false;
+}
 }  // namespace
 
 TransformerConfig TransformerConfig::from_json(const std::string& text) {
@@ -78,6 +90,7 @@ TransformerConfig TransformerConfig::from_json(const std::string& text) {
   try {
     nlohmann::json j = nlohmann::json::parse(text);
     check_integer_fields(j);
+    add_later_fields(j);
     j.get_to(c);
   } catch (const nlohmann::json::exception& e) {  // names the missing or mistyped field
     fail("TransformerConfig: cannot read the configuration: {}", e.what());

@@ -9,8 +9,8 @@ namespace loom::models {
 
 // ---- encoder layer ----
 EncoderLayer::EncoderLayer(const TransformerConfig& c, Generator& gen)
-    : self_attn(c.d_model, c.heads, c.dropout, gen),
-      feed_forward(c.d_model, c.d_ff, c.dropout, gen),
+    : self_attn(c.d_model, c.heads, c.attention_p(), gen),
+      feed_forward(c.d_model, c.d_ff, c.relu_p(), gen),
       norm1(c.d_model, c.layer_norm_eps),
       norm2(c.d_model, c.layer_norm_eps),
       dropout(c.dropout, gen),
@@ -34,9 +34,9 @@ Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_mask) {
 
 // ---- decoder layer ----
 DecoderLayer::DecoderLayer(const TransformerConfig& c, Generator& gen)
-    : self_attn(c.d_model, c.heads, c.dropout, gen),
-      cross_attn(c.d_model, c.heads, c.dropout, gen),
-      feed_forward(c.d_model, c.d_ff, c.dropout, gen),
+    : self_attn(c.d_model, c.heads, c.attention_p(), gen),
+      cross_attn(c.d_model, c.heads, c.attention_p(), gen),
+      feed_forward(c.d_model, c.d_ff, c.relu_p(), gen),
       norm1(c.d_model, c.layer_norm_eps),
       norm2(c.d_model, c.layer_norm_eps),
       norm3(c.d_model, c.layer_norm_eps),
@@ -102,7 +102,7 @@ Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const Tenso
 Transformer::Transformer(const TransformerConfig& config, Generator& gen)
     : src_embed((config.validate(), config.src_vocab), config.d_model, config.pad_id, gen),
       tgt_embed(config.tgt_vocab, config.d_model, config.pad_id, gen),
-      positions(config.d_model, config.dropout, config.max_len, gen),
+      positions(config.d_model, config.dropout, config.max_len, gen, {}, config.learned_positions),
       generator(config.d_model, config.tgt_vocab, /*bias=*/false, gen),
       config_(config) {
   register_module("src_embed", src_embed);

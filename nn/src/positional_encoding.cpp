@@ -6,11 +6,15 @@
 namespace loom::nn {
 
 PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_len, Generator& gen,
-                                       TensorOptions options)
+                                       TensorOptions options, bool learned)
     : dropout(p, gen) {
   LOOM_CHECK(d_model > 0 && max_len > 0, "PositionalEncoding: d_model and max_len must be positive, got {} and {}",
              d_model, max_len);
   register_module("dropout", dropout);
+  if (learned) {
+    register_parameter("weight", table_, randn({max_len, d_model}, options, gen, 0.0, 1.0 / std::sqrt(double(d_model))));
+    return;
+  }
   std::vector<double> pe(static_cast<size_t>(max_len * d_model));
   for (int64_t pos = 0; pos < max_len; ++pos)
     for (int64_t i = 0; i < d_model; ++i) {

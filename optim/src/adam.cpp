@@ -42,4 +42,32 @@ void Adam::step() {
   ++steps_;
 }
 
+void Adam::load_state(std::vector<Tensor> first, std::vector<Tensor> second, std::vector<int64_t> counts,
+                      int64_t steps) {
+  const size_t n = params_.size();
+  LOOM_CHECK(first.size() == n && second.size() == n && counts.size() == n,
+             "Adam: a state of {}, {} and {} entries for {} parameters", first.size(), second.size(), counts.size(), n);
+  LOOM_CHECK(steps >= 0, "Adam: the step count must be >= 0, got {}", steps);
+  for (size_t k = 0; k < n; ++k) {
+    const Tensor& p = params_[k];
+    LOOM_CHECK(counts[k] >= 0, "Adam: parameter {}: update count {} is negative", k, counts[k]);
+    const bool updated = counts[k] > 0;
+    for (const Tensor* moment : {&first[k], &second[k]}) {
+      LOOM_CHECK(moment->defined() == updated, "Adam: parameter {} has {} update(s) but {} moment", k, counts[k],
+                 moment->defined() ? "a" : "no");
+      if (updated)
+        LOOM_CHECK(moment->shape() == p.shape() && moment->dtype() == p.dtype(),
+                   "Adam: a moment of parameter {} is {} {} but the parameter is {} {}", k,
+                   dtype_name(moment->dtype()), moment->shape(), dtype_name(p.dtype()), p.shape());
+    }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    // Own copies on the parameter's device: the caller's tensors may share a file's buffer.
+    m_[k] = first[k].defined() ? first[k].detach().to(params_[k].device()).clone() : Tensor();
+    v_[k] = second[k].defined() ? second[k].detach().to(params_[k].device()).clone() : Tensor();
+  }
+  updates_ = std::move(counts);
+  steps_ = steps;
+}
+
 }  // namespace loom::optim

@@ -25,4 +25,9 @@ double Noam::step() {
   return lr;
 }
 
+void Noam::set_current_step(int64_t step) {
+  LOOM_CHECK(step >= 0, "Noam: the step count must be >= 0, got {}", step);
+  step_ = step;
+}
+
 }  // namespace loom::optim

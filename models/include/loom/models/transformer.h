@@ -5,8 +5,10 @@
 // feed-forward), each sub-layer wrapped as LayerNorm(x + Dropout(sublayer(x)))
 // (the paper's post-norm; `pre_norm` gives x + Dropout(sublayer(LayerNorm(x)))
 // with a final LayerNorm, which trains without warm-up). Embeddings are scaled
-// by sqrt(d_model) and summed with sinusoidal positions; the output projection
-// shares the target embedding's weights (section 3.4).
+// by sqrt(d_model) and summed with sinusoidal (or learned) positions; the output
+// projection shares the target embedding's weights (section 3.4). Dropout on the
+// residual path, on the attention weights and after the feed-forward's ReLU are
+// three settings (Table 3 varies them; the presets use one value for all).
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,7 +21,10 @@ struct TransformerConfig {
   int64_t src_vocab = 0, tgt_vocab = 0;
   int64_t d_model = 512, d_ff = 2048, heads = 8;
   int64_t encoder_layers = 6, decoder_layers = 6;
-  double dropout = 0.1;
+  double dropout = 0.1;             // residual: each sub-layer's output, and embeddings + positions
+  double attention_dropout = -1;    // on the attention weights, after the softmax (-1: `dropout`)
+  double relu_dropout = -1;         // inside the feed-forward, after the ReLU (-1: `dropout`)
+  bool learned_positions = false;  // a trained positional table instead of the sinusoids (Table 3, row E)
   int64_t max_len = 1024;     // longest sequence the positional table covers
   int64_t pad_id = 0;         // source positions holding it are masked out
   bool share_embeddings = false;  // one table for source and target (a joint vocabulary)
@@ -30,6 +35,10 @@ struct TransformerConfig {
   // parameters), far below sizes that overflow or exhaust a machine.
   static constexpr int64_t kMaxVocab = 1 << 24, kMaxWidth = 1 << 16, kMaxLayers = 1000, kMaxLen = 1 << 20;
   static constexpr double kMaxElements = 8e9;  // parameters + positional table: 32 GiB in float32
+
+  // The rates in effect: the field, or `dropout` where it is -1.
+  double attention_p() const { return attention_dropout < 0 ? dropout : attention_dropout; }
+  double relu_p() const { return relu_dropout < 0 ? dropout : relu_dropout; }
 
   std::string to_json() const;
   static TransformerConfig from_json(const std::string& text);  // errors name the bad field

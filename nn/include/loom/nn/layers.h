@@ -88,10 +88,12 @@ class PositionwiseFeedForward : public Module {
 // Adds the sinusoids of the paper, PE(pos, 2i) = sin(pos / 10000^(2i/d)),
 // PE(pos, 2i+1) = cos(pos / 10000^(2i/d)), to x [B, T, d], then dropout.
 // The table (computed in float64, stored in x's dtype) is not a parameter.
+// `learned`: a trained table instead ("weight", N(0, d^-1/2) like Embedding),
+// the variant of the paper's Table 3, row (E).
 class PositionalEncoding : public Module {
  public:
   PositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 5000,
-                     Generator& gen = default_generator(), TensorOptions options = {});
+                     Generator& gen = default_generator(), TensorOptions options = {}, bool learned = false);
   // x [batch, time, d_model] holds positions first .. first + time - 1 (first > 0: a
   // decoder fed one token at a time).
   Tensor forward(const Tensor& x, int64_t first = 0) const;

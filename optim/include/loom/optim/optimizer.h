@@ -79,6 +79,11 @@ class Adam : public Optimizer {
   // Moment estimates per parameter (undefined before its first update): for checkpoints and study.
   const std::vector<Tensor>& first_moments() const { return m_; }
   const std::vector<Tensor>& second_moments() const { return v_; }
+  const std::vector<int64_t>& update_counts() const { return updates_; }  // per parameter: its t (0: not yet)
+  // Puts back a state read from those three and steps() (a resumed run continues
+  // bit for bit): one entry per parameter, a moment undefined exactly where the
+  // count is 0, else of the parameter's shape and dtype; errors name the parameter.
+  void load_state(std::vector<Tensor> first, std::vector<Tensor> second, std::vector<int64_t> counts, int64_t steps);
 
  private:
   AdamOptions options_;
@@ -97,6 +102,7 @@ class Noam {
   double step();
   double rate(int64_t step) const;
   int64_t current_step() const { return step_; }
+  void set_current_step(int64_t step);  // a resumed run: the next step() is step + 1
 
  private:
   Optimizer& optimizer_;

@@ -1,0 +1,170 @@
+#pragma once
+// Training a Transformer as the paper does (section 5): Adam (0.9, 0.98, 1e-9),
+// the Noam schedule, label smoothing, batches of similar-length pairs under a
+// token budget, plus what a long run needs: gradient accumulation, global
+// gradient-norm clipping, checkpoints every N steps or M minutes (the last K
+// kept, the best by validation loss, the average of the last K), and exact
+// resume: a run stopped at step N and resumed makes the same updates, bit for
+// bit, as one that never stopped.
+//
+// A run folder holds
+//   model.safetensors            the latest model (`loom translate --model <out>`)
+//   training_state.safetensors   everything a resume needs: the parameters, Adam's
+//                                moments and counts, the step, the position in the
+//                                data order and both random streams' offsets
+//   step-<N>.safetensors         the last `keep_last` models (for averaging)
+//   best/model.safetensors       the model with the lowest validation loss so far
+//   average/model.safetensors    the mean of the last `average_last` models (at the end)
+// all written through loom/atomic_file.h; the state last, so it never names a
+// step whose files are missing. The training state is not a model: its metadata
+// says "format": "loom-training-state" and its extra tensors make nn::load refuse it.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loom/models/data.h"
+#include "loom/models/transformer.h"
+#include "loom/optim.h"
+
+namespace loom::models {
+
+struct TrainerOptions {
+  // What the updates depend on: a resumed run keeps these (saved in the state).
+  int64_t max_tokens = 4096;  // per batch: sentences x longest side, so each side's padded tokens stay within it
+  int64_t max_len = 128;      // longest sentence kept, in pieces (+ eos/bos)
+  int64_t accum = 1;          // batches per update (gradient accumulation)
+  int64_t warmup = 4000;      // Noam warm-up steps
+  double lr_factor = 1.0;     // Noam factor
+  double label_smoothing = 0.1;
+  double clip = 0;            // global gradient-norm clipping (0: off)
+  uint64_t seed = 1;          // initialization and dropout (one stream), batch order (another)
+  // What may change when a run is resumed.
+  int64_t epochs = 10, max_steps = 0;  // stop after either (max_steps 0: no limit)
+  int64_t log_every = 100;             // steps per window of the reported mean loss
+  int64_t save_every = 0;              // steps between checkpoints (0: at each epoch's end only)
+  double save_minutes = 0;             // minutes between checkpoints (0: off)
+  int64_t keep_last = 0;               // step-<N>.safetensors files kept (at least average_last)
+  int64_t average_last = 0;            // at the end, average the last K kept models into average/ (0: off)
+
+  std::string to_json() const;  // the fields updates depend on
+};
+
+// One update, as reported to the caller.
+struct StepReport {
+  int64_t step = 0, epoch = 0;
+  double loss = 0;             // mean per target token over the update's batches
+  double window_loss = 0;      // mean per target token since the last log step (log steps only)
+  int64_t src_tokens = 0, tgt_tokens = 0;  // real tokens in the update
+  double lr = 0;
+  std::optional<double> grad_norm;         // before clipping; on log steps or when clipping
+  bool log = false;                        // step % log_every == 0
+};
+
+struct Evaluation {
+  int64_t step = 0, epoch = 0;
+  double val_loss = 0;
+  bool best = false;         // the lowest so far (best/ was written)
+  bool epoch_end = false;
+  std::string saved;         // the checkpoint written
+};
+
+// Optional hooks; each may be empty.
+struct TrainerHooks {
+  std::function<void(int64_t step)> gradients_ready;    // after backward, before clipping and the update
+  std::function<void(const StepReport&)> step_done;     // after the update
+  std::function<void(const Evaluation&)> evaluated;     // after a checkpoint
+  std::function<void(const std::string&)> message;      // other news (resumed, averaged, interrupted)
+  const std::atomic<bool>* stop = nullptr;              // set (e.g. by SIGINT): save the state and return
+};
+
+class Trainer {
+ public:
+  // A new run in `out` (a folder that exists): the model is initialized from
+  // options.seed. `metadata` goes into every model file (e.g. the vocabulary's
+  // name: a `vocabulary` entry is also copied into best/ and average/), and
+  // `extra_state` into the training state (a tool's own options), returned by
+  // extra_state() on resume.
+  Trainer(TransformerConfig config, TrainerOptions options, std::vector<EncodedPair> train,
+          std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata = {},
+          std::map<std::string, std::string> extra_state = {});
+  // Continues the run whose state is <out>/training_state.safetensors, with the
+  // same training pairs (checked: a different corpus is an error naming the
+  // counts). `changes`, if given, edits the saved options before the run is
+  // rebuilt: the caller's business to change only those that may change.
+  static std::unique_ptr<Trainer> resume(const std::string& out, std::vector<EncodedPair> train,
+                                         std::vector<EncodedPair> val,
+                                         const std::function<void(TrainerOptions&)>& changes = {});
+  // What a run folder's state says without building anything: options, config, extras.
+  struct SavedRun {
+    TrainerOptions options;
+    TransformerConfig config;
+    std::map<std::string, std::string> metadata, extra_state;
+    int64_t step = 0;
+  };
+  static SavedRun read_state(const std::string& out);
+  static std::string state_path(const std::string& out);
+
+  // Trains until options.epochs or options.max_steps, or until *hooks.stop is
+  // set (then only the state is saved; returns false). A non-finite loss or
+  // parameter stops with a loom::Error naming the step, before anything is saved.
+  bool run(const TrainerHooks& hooks = {});
+
+  // The mean label-smoothed loss per target token of `batches` (eval mode, no graph).
+  double evaluate(const std::vector<Batch>& batches);
+  // The gradients of one update over `batches` (each batch's loss weighted by its
+  // share of the target tokens: the same gradient as one batch holding them all,
+  // up to rounding); returns the loss. Throws on a non-finite loss.
+  double accumulate_gradients(const std::vector<Batch>& batches, int64_t step);
+
+  Transformer& model() { return *model_; }
+  const TransformerConfig& config() const { return config_; }
+  const TrainerOptions& options() const { return options_; }
+  int64_t step() const { return step_; }
+  const std::map<std::string, std::string>& extra_state() const { return extra_state_; }
+  int64_t val_pairs() const { return static_cast<int64_t>(val_.size()); }
+
+ private:
+  struct Restored {};  // built for resume(): the state's files are its own
+  Trainer(Restored, TransformerConfig config, TrainerOptions options, std::vector<EncodedPair> train,
+          std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata,
+          std::map<std::string, std::string> extra_state);
+  void save_checkpoint(const TrainerHooks& hooks, bool epoch_end);
+  void save_state();
+  void check_finite_parameters(const char* when) const;
+  [[noreturn]] void diverged(const std::string& what, int64_t step, double value) const;
+  void prune_kept();
+  void write_average(const TrainerHooks& hooks);
+
+  TransformerConfig config_;
+  TrainerOptions options_;
+  std::vector<EncodedPair> train_, val_;
+  std::string out_;
+  std::map<std::string, std::string> metadata_, extra_state_;
+  Generator gen_, shuffle_;  // declared before the model: it draws its initialization from gen_
+  std::unique_ptr<Transformer> model_;
+  std::vector<Tensor> params_;
+  std::vector<std::string> param_names_;
+  std::unique_ptr<optim::Adam> adam_;
+  std::unique_ptr<optim::Noam> noam_;
+  std::vector<Batch> val_batches_;
+
+  // Where the run is: restored by resume.
+  int64_t step_ = 0, epoch_ = 1, batch_in_epoch_ = 0;
+  uint64_t epoch_shuffle_offset_ = 0;  // shuffle_'s offset before this epoch's batches were drawn
+  double window_loss_ = 0, window_tokens_ = 0;
+  double best_val_loss_ = 0;
+  bool has_best_ = false;
+  int64_t last_checkpoint_step_ = -1;
+  std::string last_saved_;  // for the divergence message
+  std::chrono::steady_clock::time_point last_save_time_;
+};
+
+// A digest of the training pairs (FNV-1a over every id and length): a resumed run checks it.
+uint64_t fingerprint(const std::vector<EncodedPair>& pairs);
+
+}  // namespace loom::models

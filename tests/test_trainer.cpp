@@ -1,0 +1,332 @@
+// models::Trainer: exact resume (a run stopped and resumed makes the same
+// updates, bit for bit, at 1 and 2 threads), gradient accumulation equal to one
+// big batch, checkpoints (kept, best, averaged), and the divergence guard that
+// never overwrites a good checkpoint.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "helpers.h"
+#include "loom/models.h"
+#include "loom/nn.h"
+#include "loom/ops.h"
+
+using namespace loom;
+using namespace loom::models;
+using loom::testing::error_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kVocab = 24;
+
+// A copy task: target = source, lengths 2 to 9, ids 4..kVocab-1 (0-3 are special).
+std::vector<EncodedPair> copy_pairs(int64_t count, uint64_t seed) {
+  Generator gen(seed);
+  auto u = rand({count * 10}, {DType::f64}, gen).to_vector<double>();
+  std::vector<EncodedPair> pairs;
+  size_t k = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t len = 2 + static_cast<int64_t>(u[k++] * 8);
+    EncodedPair p;
+    for (int64_t j = 0; j < len; ++j) p.src.push_back(4 + static_cast<int64_t>(u[k++] * (kVocab - 4)) % (kVocab - 4));
+    p.tgt = p.src;
+    pairs.push_back(p);
+    k = static_cast<size_t>((i + 1) * 10);
+  }
+  return pairs;
+}
+
+TransformerConfig tiny_config() {
+  TransformerConfig c = presets::tiny(kVocab);
+  c.max_len = 16;
+  return c;
+}
+
+TrainerOptions small_run() {
+  TrainerOptions o;
+  o.max_tokens = 64;
+  o.max_len = 12;
+  o.warmup = 10;
+  o.seed = 3;
+  o.epochs = 100;
+  o.log_every = 3;
+  return o;
+}
+
+// A fresh, empty run folder under the system's temporary folder.
+std::string run_folder(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("loom_test_trainer_{}_{}", ::getpid(), name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Record {
+  std::vector<double> losses, windows;  // every step's loss; the window means on log steps
+  std::vector<int64_t> steps;
+  int64_t last_epoch = 0;
+};
+
+TrainerHooks recording(Record& r) {
+  TrainerHooks h;
+  h.step_done = [&r](const StepReport& s) {
+    r.steps.push_back(s.step);
+    r.losses.push_back(s.loss);
+    r.last_epoch = s.epoch;
+    if (s.log) r.windows.push_back(s.window_loss);
+  };
+  return h;
+}
+
+std::vector<std::vector<float>> parameters_of(Trainer& t) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& p : t.model().parameters()) out.push_back(p.detach().contiguous().to_vector<float>());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a run stopped mid-epoch and resumed makes the same updates, bit for bit, at 1 and 2 threads") {
+  const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
+  TrainerOptions o = small_run();
+  o.accum = 2;          // the position in the data counts batches, not updates
+  o.max_steps = 16;     // 14 batches an epoch, so 2 and a bit
+  o.save_every = 5;
+  o.keep_last = 2;
+  const int saved_threads = omp_get_max_threads();
+  std::vector<std::vector<float>> final_params[2];
+  Record straight_runs[2];
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    omp_set_num_threads(threads);
+    Record straight;
+    Trainer a(tiny_config(), o, train, val, run_folder(fmt::format("straight{}", threads)));
+    CHECK(a.run(recording(straight)));
+    REQUIRE(straight.losses.size() == 16);
+    CHECK(straight.last_epoch == 3);  // 7 updates an epoch: stopped in the 2nd, resumed across its end
+
+    // Stopped by the stop flag (what SIGINT sets) after step 9, mid-epoch, then resumed from the folder.
+    const std::string dir = run_folder(fmt::format("stopped{}", threads));
+    Record resumed;
+    {
+      Trainer b(tiny_config(), o, train, val, dir);
+      std::atomic<bool> stop{false};
+      TrainerHooks hooks = recording(resumed);
+      auto record = hooks.step_done;
+      hooks.step_done = [&](const StepReport& s) {
+        record(s);
+        if (s.step == 9) stop = true;
+      };
+      hooks.stop = &stop;
+      CHECK_FALSE(b.run(hooks));
+      CHECK(b.step() == 9);
+    }
+    auto c = Trainer::resume(dir, train, val);
+    CHECK(c->step() == 9);
+    CHECK(c->run(recording(resumed)));
+    CHECK(resumed.steps.size() == 16);
+    CHECK(resumed.losses == straight.losses);    // bitwise: vector<double> ==
+    CHECK(resumed.windows == straight.windows);  // the printed means too (a window spans the stop)
+    CHECK(parameters_of(*c) == parameters_of(a));
+
+    // Stopped by --max-steps instead, resumed with a larger one.
+    const std::string dir2 = run_folder(fmt::format("max_steps{}", threads));
+    Record twice;
+    TrainerOptions first = o;
+    first.max_steps = 5;
+    Trainer d(tiny_config(), first, train, val, dir2);
+    CHECK(d.run(recording(twice)));
+    auto e = Trainer::resume(dir2, train, val, [](TrainerOptions& saved) { saved.max_steps = 16; });
+    CHECK(e->run(recording(twice)));
+    CHECK(twice.losses == straight.losses);
+    CHECK(parameters_of(*e) == parameters_of(a));
+    final_params[threads - 1] = parameters_of(a);
+    straight_runs[threads - 1] = straight;
+  }
+  omp_set_num_threads(saved_threads);
+  CHECK(straight_runs[0].losses == straight_runs[1].losses);  // and the thread count changes nothing
+  CHECK(final_params[0] == final_params[1]);
+}
+
+TEST_CASE("resume refuses another corpus and a folder without a state, naming them") {
+  const auto train = copy_pairs(60, 7), val = copy_pairs(8, 8);
+  TrainerOptions o = small_run();
+  o.max_steps = 3;
+  const std::string dir = run_folder("refuse");
+  Trainer(tiny_config(), o, train, val, dir).run();
+  auto other = train;
+  other[5].tgt.push_back(5);
+  CHECK(error_of([&] { Trainer::resume(dir, other, val); }) ==
+        fmt::format("train: --resume '{}': the training data differs from the run's (60 pairs now, 60 then, same count "
+                    "but other sentences); a resumed run needs the same corpus, vocabulary and --max-len",
+                    dir));
+  const std::string empty = run_folder("no_state");
+  CHECK(error_of([&] { Trainer::resume(empty, train, val); }).find("no training state") != std::string::npos);
+  // The state is not a model: loading it as one names a tensor the model lacks.
+  Transformer model(tiny_config());
+  CHECK(error_of([&] { nn::load(model, Trainer::state_path(dir)); }).find("is not a parameter of the model") !=
+        std::string::npos);
+}
+
+TEST_CASE("N accumulated batches give the gradient of one batch holding them all (float32 rounding aside)") {
+  // No dropout: the masks of one big batch and of its parts are different draws.
+  TransformerConfig config = tiny_config();
+  config.dropout = config.attention_dropout = config.relu_dropout = 0;
+  const auto pairs = copy_pairs(24, 11);
+  TrainerOptions o = small_run();
+  o.max_tokens = 100000;  // every make_batches call below gives one batch
+  Trainer t(config, o, pairs, copy_pairs(4, 12), run_folder("accum"));
+  Generator unused(0);
+  const Batch big = make_batches(pairs, o.max_tokens, o.max_len, unused).at(0);
+  REQUIRE(big.src.shape()[0] == 24);
+  std::vector<Batch> parts;  // 3 micro-batches of different sizes and target token counts
+  for (auto [first, last] : {std::pair{0, 5}, {5, 14}, {14, 24}}) {
+    std::vector<EncodedPair> slice(pairs.begin() + first, pairs.begin() + last);
+    parts.push_back(make_batches(slice, o.max_tokens, o.max_len, unused).at(0));
+  }
+  CHECK(parts[0].tgt_tokens != parts[2].tgt_tokens);  // unequal shares: a plain mean would be wrong
+
+  t.model().zero_grad();
+  const double big_loss = t.accumulate_gradients({big}, 1);
+  std::vector<Tensor> big_grads;
+  for (const Tensor& p : t.model().parameters()) big_grads.push_back(p.grad().clone());
+  t.model().zero_grad();
+  const double accumulated_loss = t.accumulate_gradients(parts, 1);
+
+  CHECK(accumulated_loss == doctest::Approx(big_loss).epsilon(1e-6));
+  // Not bitwise: the big batch sums each weight's gradient over all 24 sentences
+  // inside one product (and pads to another length), the parts sum 3 partial
+  // products and add them; float32 addition is not associative. The difference
+  // is rounding: a few float32 ulps of the largest entry, far below 1e-5 of it.
+  // Some gradients are zero in exact arithmetic (a key bias: softmax ignores a
+  // constant added to a row's scores), so theirs is only the rounding left by
+  // cancelling terms as large as the others: hence a floor from the largest of all.
+  const auto params = t.model().named_parameters();
+  double largest_of_all = 0;
+  for (const Tensor& g : big_grads)
+    for (float v : g.to_vector<float>()) largest_of_all = std::max(largest_of_all, std::abs(double(v)));
+  for (size_t k = 0; k < params.size(); ++k) {
+    CAPTURE(params[k].first);
+    const auto a = big_grads[k].to_vector<float>(), b = params[k].second.grad().to_vector<float>();
+    double largest = 0, worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      largest = std::max(largest, std::abs(double(a[i])));
+      worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+    }
+    CHECK(worst <= 1e-5 * largest + 1e-6 * largest_of_all);
+  }
+  // Equal weights would be a different (wrong) gradient: the test can tell.
+  t.model().zero_grad();
+  for (const Batch& b : parts) t.accumulate_gradients({b}, 1);
+  double unweighted_gap = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto a = big_grads[k].to_vector<float>(), b = params[k].second.grad().to_vector<float>();
+    for (size_t i = 0; i < a.size(); ++i) unweighted_gap = std::max(unweighted_gap, std::abs(double(3 * a[i]) - b[i]));
+  }
+  CHECK(unweighted_gap > 1e-3);
+}
+
+TEST_CASE("checkpoints: every N steps, the last K kept, the best by validation loss, the last K averaged") {
+  const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
+  TrainerOptions o = small_run();
+  o.max_steps = 23;
+  o.save_every = 4;
+  o.keep_last = 3;
+  o.average_last = 2;
+  const std::string dir = run_folder("checkpoints");
+  Trainer t(tiny_config(), o, train, val, dir, {{"vocabulary", "spm.model"}});
+  std::ofstream(dir + "/spm.model") << "not really a vocabulary";
+  std::vector<Evaluation> evaluations;
+  TrainerHooks hooks;
+  hooks.evaluated = [&](const Evaluation& e) { evaluations.push_back(e); };
+  std::vector<std::string> messages;
+  hooks.message = [&](const std::string& m) { messages.push_back(m); };
+  CHECK(t.run(hooks));
+  std::vector<int64_t> saved_steps;
+  double best = 1e300;
+  for (const auto& e : evaluations) {
+    saved_steps.push_back(e.step);
+    CHECK(e.best == (e.val_loss < best));
+    best = std::min(best, e.val_loss);
+  }
+  REQUIRE(saved_steps.size() >= 6);  // 4, 8, ..., 20, the epoch ends, and the last step
+  CHECK(saved_steps.back() == 23);
+  std::set<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().filename().string().starts_with("step-")) kept.insert(entry.path().filename().string());
+  const size_t n = saved_steps.size();
+  CHECK(kept == std::set<std::string>{fmt::format("step-{:08d}.safetensors", saved_steps[n - 3]),
+                                      fmt::format("step-{:08d}.safetensors", saved_steps[n - 2]),
+                                      "step-00000023.safetensors"});
+  const auto best_meta = nn::load_safetensors(dir + "/best/model.safetensors").metadata;
+  CHECK(best_meta.at("val_loss") == fmt::format("{:.6f}", best));
+  CHECK(bytes_of(dir + "/best/spm.model") == "not really a vocabulary");
+  const auto average = nn::load_safetensors(dir + "/average/model.safetensors");
+  CHECK(average.metadata.at("averaged_from") ==
+        fmt::format("[\"{}/step-{:08d}.safetensors\",\"{}/step-00000023.safetensors\"]", dir, saved_steps[n - 2], dir));
+  CHECK(bytes_of(dir + "/average/spm.model") == "not really a vocabulary");
+  CHECK(messages.back().starts_with("averaged the last 2 checkpoints"));
+  // The latest model and the state agree on the step.
+  CHECK(nn::load_safetensors(dir + "/model.safetensors").metadata.at("step") == "23");
+  CHECK(Trainer::read_state(dir).step == 23);
+  // A new run into that folder would mix its checkpoints with these: refused.
+  CHECK(error_of([&] { Trainer(tiny_config(), o, train, val, dir); }).find("already holds 3 checkpoint(s) of another run") !=
+        std::string::npos);
+}
+
+TEST_CASE("a diverged run stops with an error naming the step, and every file saved before stays as it was") {
+  const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
+  TrainerOptions o = small_run();
+  o.save_every = 4;
+  o.max_steps = 40;
+  // A parameter turns NaN after update `poison_at` (what a diverging run does);
+  // on a save step the validation loss catches it, otherwise the next step's loss.
+  for (auto [poison_at, what, at] : {std::tuple{6, "the training loss", 7}, {8, "the validation loss", 8}}) {
+    CAPTURE(poison_at);
+    const std::string dir = run_folder(fmt::format("diverged{}", poison_at));
+    Trainer t(tiny_config(), o, train, val, dir);
+    std::string model_bytes, state_bytes;
+    TrainerHooks hooks;
+    hooks.evaluated = [&](const Evaluation& e) {
+      model_bytes = bytes_of(dir + "/model.safetensors");
+      state_bytes = bytes_of(Trainer::state_path(dir));
+    };
+    hooks.step_done = [&](const StepReport& r) {
+      if (r.step != poison_at) return;
+      NoGradGuard no_grad;
+      fill_(t.model().parameters()[0], std::nan(""));  // the shared embedding: every logit turns NaN
+    };
+    const std::string error = error_of([&] { t.run(hooks); });
+    CHECK(error.starts_with(fmt::format("train: {} is nan at step {} (learning rate", what, at)));
+    CHECK(error.ends_with(fmt::format("stopped without saving: '{}/model.safetensors' keeps step 4", dir)));
+    CHECK(bytes_of(dir + "/model.safetensors") == model_bytes);
+    CHECK(bytes_of(Trainer::state_path(dir)) == state_bytes);
+    CHECK(Trainer::read_state(dir).step == 4);
+  }
+  // Interrupted with a NaN parameter: the state is not written either.
+  const std::string dir = run_folder("diverged_stop");
+  Trainer t(tiny_config(), o, train, val, dir);
+  std::atomic<bool> stop{false};
+  TrainerHooks hooks;
+  hooks.step_done = [&](const StepReport& r) {
+    if (r.step != 5) return;
+    NoGradGuard no_grad;
+    fill_(t.model().parameters()[0], std::nan(""));
+    stop = true;
+  };
+  hooks.stop = &stop;
+  CHECK(error_of([&] { t.run(hooks); }).starts_with("train: parameter 'src_embed.weight' is not finite after step 5"));
+  CHECK(Trainer::read_state(dir).step == 4);
+}
