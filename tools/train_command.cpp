@@ -33,6 +33,7 @@ struct TrainOptions {
   double lr_factor = 1.0, dropout = -1, label_smoothing = 0.1;
   int threads = 2;
   uint64_t seed = 1;
+  std::string device = "cpu";
 };
 
 // <dir>/<split>.<lang>, or the same with .gz.
@@ -71,13 +72,15 @@ std::vector<models::EncodedPair> encode(const models::Vocabulary& vocab, const m
 }
 
 // Mean label-smoothed loss per target token over the batches (eval mode, no graph).
-double evaluate(models::Transformer& model, const std::vector<models::Batch>& batches, double smoothing) {
+double evaluate(models::Transformer& model, const std::vector<models::Batch>& batches, double smoothing,
+                Device device) {
   NoGradGuard no_grad;
   model.eval();
   double total = 0, tokens = 0;
-  for (const auto& b : batches) {
+  for (const auto& host_batch : batches) {
+    const models::Batch b = to_device(host_batch, device);
     total += label_smoothed_cross_entropy(model(b.src, b.tgt_in), b.tgt_out, smoothing, models::Vocabulary::kPad)
-                 .item<double>() * static_cast<double>(b.tgt_tokens);
+                 .to(kCPU).item<double>() * static_cast<double>(b.tgt_tokens);
     tokens += static_cast<double>(b.tgt_tokens);
   }
   model.train();
@@ -113,6 +116,7 @@ void run_train(const TrainOptions& o) {
   LOOM_CHECK(o.max_tokens > o.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
              o.max_tokens, o.max_len);
   use_threads(o.threads);
+  const Device device = parse_device(o.device);
   prepare_out(o.out);
   const std::string spm_prefix = o.out + "/spm", spm_path = spm_prefix + ".model";
   const std::string checkpoint = o.out + "/model.safetensors";
@@ -138,6 +142,7 @@ void run_train(const TrainOptions& o) {
   // One stream initializes the weights and then draws the dropout masks; another shuffles: both fixed by the seed.
   Generator gen(o.seed), shuffle(o.seed + 1);
   models::Transformer model(config, gen);
+  model.to(device);
   optim::Adam adam(model.parameters(), {.lr = 0, .betas = {0.9, 0.98}, .eps = 1e-9});
   optim::Noam noam(adam, config.d_model, o.warmup, o.lr_factor);
   fmt::print("model: '{}' preset, {} parameters, d_model {}, {}+{} layers, dropout {}; {} threads\n", o.preset,
@@ -157,7 +162,8 @@ void run_train(const TrainOptions& o) {
     std::vector<models::Batch> batches = make_batches(train_pairs, o.max_tokens, o.max_len, shuffle);
     auto window_start = std::chrono::steady_clock::now();
     double window_loss = 0, window_tokens = 0;
-    for (const models::Batch& b : batches) {
+    for (const models::Batch& host_batch : batches) {
+      const models::Batch b = to_device(host_batch, device);
       Tensor loss = label_smoothed_cross_entropy(model(b.src, b.tgt_in), b.tgt_out, o.label_smoothing,
                                                  models::Vocabulary::kPad);
       adam.zero_grad();
@@ -165,7 +171,7 @@ void run_train(const TrainOptions& o) {
       const bool log = (step + 1) % o.log_every == 0;
       const double norm = log ? optim::grad_norm(params) : 0.0;  // a pass over every gradient: only when printed
       const double lr = noam.step();
-      const double loss_value = loss.item<double>();
+      const double loss_value = loss.to(kCPU).item<double>();
       if (!std::isfinite(loss_value)) diverged("the training loss", step + 1, loss_value, lr);
       adam.step();
       ++step;
@@ -184,7 +190,7 @@ void run_train(const TrainOptions& o) {
       }
       if (o.max_steps > 0 && step >= o.max_steps) break;
     }
-    const double val_loss = evaluate(model, val_batches, o.label_smoothing);
+    const double val_loss = evaluate(model, val_batches, o.label_smoothing, device);
     if (!std::isfinite(val_loss)) diverged("the validation loss", step, val_loss, noam.rate(noam.current_step()));
     nn::save(model, checkpoint,
              {{"config", config.to_json()}, {"vocabulary", "spm.model"}, {"step", std::to_string(step)},
@@ -224,6 +230,7 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(in_range(0, 1, true));
   add_threads_option(*cmd, o->threads);
+  add_device_option(*cmd, o->device);
   cmd->add_option("--seed", o->seed, "initialization, shuffling and dropout seed")->capture_default_str();
   cmd->add_option("--log-every", o->log_every, "steps between progress lines")->capture_default_str()->check(at_least(1));
   cmd->callback([o] { run_train(*o); });

@@ -20,9 +20,9 @@ Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t
   for (int64_t step = 0; step < max_len; ++step) {
     std::vector<int64_t> flat;
     for (const auto& row : out) flat.insert(flat.end(), row.begin(), row.end());
-    Tensor tgt = from_vector(flat, {batch, step + 1}, {DType::i64});
+    Tensor tgt = from_vector(flat, {batch, step + 1}, {DType::i64, src.device()});
     Tensor logits = model.decode(encoded, tgt).select(1, step);  // [B, V]: the last position
-    auto next = argmax(logits, -1).to_vector<int64_t>();
+    auto next = argmax(logits, -1).to(kCPU).to_vector<int64_t>();
     bool all_done = true;
     for (int64_t b = 0; b < batch; ++b) {
       out[b].push_back(done[b] ? model.config().pad_id : next[b]);
@@ -34,7 +34,7 @@ Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t
   model.train(was_training);
   std::vector<int64_t> flat;
   for (const auto& row : out) flat.insert(flat.end(), row.begin(), row.end());
-  return from_vector(flat, {batch, static_cast<int64_t>(out[0].size())}, {DType::i64});
+  return from_vector(flat, {batch, static_cast<int64_t>(out[0].size())}, {DType::i64, src.device()});
 }
 
 // ---- beam search ----
@@ -136,10 +136,10 @@ std::vector<Hypothesis> beam_search(Transformer& model, const Tensor& src, int64
     const int64_t n = static_cast<int64_t>(prefixes.size()), t = static_cast<int64_t>(prefixes[0].size());
     std::vector<int64_t> flat;
     for (const auto& p : prefixes) flat.insert(flat.end(), p.begin(), p.end());
-    Tensor index = from_vector(rows, {n}, {DType::i64});
+    Tensor index = from_vector(rows, {n}, {DType::i64, src.device()});
     Transformer::Encoded rows_encoded{index_select(encoded.memory, 0, index), index_select(encoded.src_mask, 0, index)};
-    Tensor logits = model.decode(rows_encoded, from_vector(flat, {n, t}, {DType::i64})).select(1, t - 1);
-    return log_softmax(logits, -1).contiguous().to_vector<float>();
+    Tensor logits = model.decode(rows_encoded, from_vector(flat, {n, t}, {DType::i64, src.device()})).select(1, t - 1);
+    return log_softmax(logits, -1).contiguous().to(kCPU).to_vector<float>();
   };
   std::vector<Hypothesis> result = beam_search(scorer, src.shape()[0], vocab, bos, eos, options);
   model.train(was_training);
