@@ -147,3 +147,17 @@ TEST_CASE("on a GPU: the caching allocator reuses blocks and empty_cache gives t
   a.empty_cache();
   CHECK(a.stats().bytes_cached == 0);
 }
+
+#ifdef LOOM_HAS_CUDA
+TEST_CASE("the cuda kernel table covers every CPU kernel but the named gaps") {
+  // (op, dtype) pairs the CPU has and cuda does not; a new CPU kernel without a
+  // cuda twin fails here until it gets one or joins this list.
+  const std::set<std::string> gaps = {};
+  std::set<std::string> missing;
+  for (const KernelKey& k : registered_kernels())
+    if (k.device == DeviceType::cpu && !supports(k.op, Device::cuda(0), k.dtype))
+      missing.insert(k.op + " " + std::string(dtype_name(k.dtype)));
+  for (const std::string& m : missing) MESSAGE("no cuda kernel: ", m);
+  CHECK(missing == gaps);
+}
+#endif
