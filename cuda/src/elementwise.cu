@@ -117,11 +117,7 @@ void launch_cast(ElementType to, const Strided<2>& s, void* out, const void* x, 
   template void launch_binary<T>(BinaryOp, const Strided<3>&, void*, const void*, const void*, cudaStream_t);    \
   template void launch_where<T>(const Strided<4>&, void*, const void*, const void*, const void*, cudaStream_t);   \
   template void launch_cast<T>(ElementType, const Strided<2>&, void*, const void*, cudaStream_t);
-LOOM_CUDA_INSTANTIATE(float)
-LOOM_CUDA_INSTANTIATE(double)
-LOOM_CUDA_INSTANTIATE(int32_t)
-LOOM_CUDA_INSTANTIATE(int64_t)
-LOOM_CUDA_INSTANTIATE(bool)
+LOOM_CUDA_FOR_EACH_TYPE(LOOM_CUDA_INSTANTIATE)
 #undef LOOM_CUDA_INSTANTIATE
 
 }  // namespace loom::cuda

@@ -2,6 +2,7 @@
 
 #include "index_launch.h"
 #include "kernel_errors.h"
+#include "type_lists.h"
 
 namespace loom::cuda {
 
@@ -82,11 +83,7 @@ void launch_index_read(bool per_element, int dim, const Box& box, void* out, con
 #define LOOM_CUDA_INSTANTIATE(T)                                                                       \
   template void launch_triangle<T>(bool, int64_t, const Box&, void*, const void*, cudaStream_t);       \
   template void launch_index_read<T>(bool, int, const Box&, void*, const void*, const int64_t*, cudaStream_t);
-LOOM_CUDA_INSTANTIATE(float)
-LOOM_CUDA_INSTANTIATE(double)
-LOOM_CUDA_INSTANTIATE(int32_t)
-LOOM_CUDA_INSTANTIATE(int64_t)
-LOOM_CUDA_INSTANTIATE(bool)
+LOOM_CUDA_FOR_EACH_TYPE(LOOM_CUDA_INSTANTIATE)
 #undef LOOM_CUDA_INSTANTIATE
 template void launch_index_accumulate<float>(bool, const AccumulateBox&, void*, const void*, const int64_t*, cudaStream_t);
 template void launch_index_accumulate<double>(bool, const AccumulateBox&, void*, const void*, const int64_t*, cudaStream_t);

@@ -16,6 +16,9 @@ using All = TypeList<float, double, int32_t, int64_t, bool>;
 template <typename T, typename... Ts>
 constexpr bool contains(TypeList<Ts...>) { return (std::is_same_v<T, Ts> || ...); }
 
+// M(T) for each type of All: explicit instantiations in the .cu files.
+#define LOOM_CUDA_FOR_EACH_TYPE(M) M(float) M(double) M(int32_t) M(int64_t) M(bool)
+
 enum class ElementType : int { f32, f64, i32, i64, b8 };
 
 // fn(type_identity<T>) for the C++ type behind `type`.
