@@ -3,6 +3,7 @@
 // Registered at load time; core never sees a CUDA header.
 #include "loom/backend.h"
 
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -38,9 +39,17 @@ class DeviceAllocator final : public CachingAllocator {
     LOOM_CUDA_CHECK(status);
     return ptr;
   }
+  // Reached from Storage's destructor (which must not throw), also at exit after
+  // the runtime has unloaded: a failure is reported on stderr, never thrown.
   void system_free(void* ptr) override {
-    DeviceGuard guard(device_);
-    LOOM_CUDA_CHECK(cudaFree(ptr));
+    int previous = device_;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device_);
+    const cudaError_t status = cudaFree(ptr);
+    cudaSetDevice(previous);
+    if (status != cudaSuccess && status != cudaErrorCudartUnloading)
+      std::fprintf(stderr, "loom: warning: cuda: cudaFree on cuda:%d failed: %s\n", device_, cudaGetErrorString(status));
+    cudaGetLastError();
   }
 
  private:
