@@ -46,7 +46,7 @@ class Transformer(nn.Module):
         for layer in self.enc:
             x = layer(x, src_key_padding_mask=src_pad)
         t = tgt.shape[1]
-        causal = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+        causal = torch.triu(torch.ones(t, t, dtype=torch.bool, device=tgt.device), 1)
         y = self.embed_at(tgt)
         for layer in self.dec:
             y = layer(y, x, tgt_mask=causal, memory_key_padding_mask=src_pad)
@@ -65,18 +65,21 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json")
+    ap.add_argument("--device", default="cpu")  # cpu, cuda or cuda:N, as for loom
+    ap.add_argument("--peak-tflops", type=float, default=0)  # loom's MFU flag; bench/step.sh prints both MFUs
     a = ap.parse_args()
+    device = torch.device(a.device)
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     d, ff, heads, layers = PRESETS[a.preset]
-    model = Transformer(a.vocab, d, ff, heads, layers, a.dropout)
+    model = Transformer(a.vocab, d, ff, heads, layers, a.dropout).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    src = torch.randint(3, a.vocab, (a.batch, a.src_len))
-    tgt_in = torch.randint(3, a.vocab, (a.batch, a.tgt_len))
-    tgt_out = torch.randint(3, a.vocab, (a.batch, a.tgt_len))
+    src = torch.randint(3, a.vocab, (a.batch, a.src_len)).to(device)
+    tgt_in = torch.randint(3, a.vocab, (a.batch, a.tgt_len)).to(device)
+    tgt_out = torch.randint(3, a.vocab, (a.batch, a.tgt_len)).to(device)
     params = sum(p.numel() for p in model.parameters())
     print(f"torch {torch.__version__} bench step: '{a.preset}' (d_model {d}, d_ff {ff}, heads {heads}, "
-          f"{layers}+{layers} layers, dropout {a.dropout}), vocabulary {a.vocab}, {params} parameters, {a.threads} threads")
+          f"{layers}+{layers} layers, dropout {a.dropout}), vocabulary {a.vocab}, {params} parameters, {a.threads} threads, device {device}")
     times = []
     for s in range(a.warmup + a.steps):
         t0 = time.perf_counter()
@@ -85,7 +88,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        value = loss.item()
+        value = loss.item()  # waits for the device: the step is done
         if s >= a.warmup:
             times.append(time.perf_counter() - t0)
     times.sort()
@@ -97,7 +100,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"tool": "torch", "preset": a.preset, "threads": a.threads, "parameters": params,
-                       "median_s": median, "min_s": best, "steps": a.steps, "peak_rss_mb": peak_rss_mb}, f, indent=2)
+                       "median_s": median, "min_s": best, "steps": a.steps, "peak_rss_mb": peak_rss_mb,
+                       "device": str(device)}, f, indent=2)
 
 
 if __name__ == "__main__":

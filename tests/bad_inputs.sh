@@ -72,6 +72,15 @@ expect 2 "--beam: must be at least 1 and at most 1000, got 5000" "${translate[@]
 expect 2 "--batch: must be at least 1 and at most 10000, got 0" "${translate[@]}" --batch 0
 expect 2 "--extra-len: must be at least 0 and at most 1048576, got -1" "${translate[@]}" --extra-len -1
 expect 2 "--threads: must be at least 1 and at most 1024, got 0" "$loom" bench step --threads 0
+# --device: a name that is no device, and a GPU this machine lacks (no CUDA build, no GPU, or
+# fewer than 100 GPUs: each says so in one line), before any work or file is touched.
+expect 1 "device 'gpu': expected cpu, cuda, cuda:N or standin" "${train[@]}" --device gpu
+for run in "${train[*]}" "${translate[*]}" "$loom bench step"; do
+  # shellcheck disable=SC2086
+  expect 1 "device 'cuda:99': " $run --device cuda:99
+done
+[[ -e /dev/nvidia0 ]] || expect 1 "device 'cuda': " "$loom" gradcheck add --device cuda
+unchanged "--device"
 expect 2 "gradcheck: no op named 'nosuchop' (see \`loom gradcheck --list\`)" "$loom" gradcheck nosuchop
 unchanged "a refused command line"
 

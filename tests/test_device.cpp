@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "helpers.h"
+#include "loom/backend.h"
 #include "loom/gradcheck.h"
 #include "loom/kernel_table.h"
 #include "loom/models.h"
@@ -82,6 +83,30 @@ TEST_CASE("a tiny Transformer trains on the stand-in device with the CPU's losse
     INFO("parameter ", p);
     CHECK(cpu.params[p] == standin.params[p]);
   }
+}
+
+// Compiled everywhere; runs where a GPU is present (ctest's device_gpu entry
+// reports it as skipped otherwise). Tolerance chosen before any GPU run: cuBLAS
+// and the CUDA exp/erf round differently from OpenBLAS and the CPU's vector
+// math, so float32 losses agree to about 1e-6 relative per step, not bit for bit.
+TEST_CASE("on a GPU: a tiny Transformer trains on cuda:0 with the CPU's losses within float32 tolerance") {
+  if (!has_backend(DeviceType::cuda) || backend(DeviceType::cuda).device_count() == 0) {
+    fmt::print("cuda: no device, 1 row skipped (the tiny Transformer on cuda:0 against the CPU)\n");
+    return;
+  }
+  Run cpu = train_tiny(kCPU);
+  Run gpu = train_tiny(Device::cuda(0));
+  REQUIRE(gpu.losses.size() == cpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i) {
+    INFO("step ", i, ": cpu ", cpu.losses[i], ", cuda ", gpu.losses[i]);
+    CHECK(std::abs(cpu.losses[i] - gpu.losses[i]) <= 1e-4 * std::abs(cpu.losses[i]));
+  }
+  REQUIRE(cpu.params.size() == gpu.params.size());
+  for (size_t p = 0; p < cpu.params.size(); ++p)
+    for (size_t k = 0; k < cpu.params[p].size(); ++k) {
+      INFO("parameter ", p, " element ", k);
+      CHECK(std::abs(cpu.params[p][k] - gpu.params[p][k]) <= 1e-3f);
+    }
 }
 
 TEST_CASE("every CPU kernel is registered for the stand-in device too") {

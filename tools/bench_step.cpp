@@ -26,8 +26,23 @@ struct StepOptions {
   int64_t batch = 64, src_len = 24, tgt_len = 24, vocab = 8000;
   int threads = 2, steps = 10, warmup = 3;
   double dropout = 0.1;
-  std::string json;
+  std::string json, device = "cpu";
+  double peak_tflops = 0;  // the device's peak for float32 matmuls: MFU printed when given
 };
+
+// Matmul FLOPs of one forward pass (2 per multiply-add): projections, feed-forward,
+// attention scores and values, the output layer; a training step is about 3x
+// (backward: 2x). Layer norms, softmax and elementwise work are not counted (MFU's convention).
+double forward_flops(const models::TransformerConfig& c, int64_t batch, int64_t src_len, int64_t tgt_len) {
+  const double d = static_cast<double>(c.d_model), ff = static_cast<double>(c.d_ff);
+  const double s = static_cast<double>(batch * src_len), t = static_cast<double>(batch * tgt_len);
+  const double encoder = s * (8 * d * d + 4 * d * ff + 4 * static_cast<double>(src_len) * d);
+  const double decoder = t * (8 * d * d + 4 * static_cast<double>(tgt_len) * d)      // self-attention
+                         + t * 4 * d * d + s * 4 * d * d + t * 4 * static_cast<double>(src_len) * d  // cross-attention
+                         + t * 4 * d * ff;
+  return static_cast<double>(c.encoder_layers) * encoder + static_cast<double>(c.decoder_layers) * decoder +
+         t * 2 * d * static_cast<double>(c.tgt_vocab);
+}
 
 Tensor random_ids(int64_t batch, int64_t len, int64_t vocab, Generator& gen) {
   auto u = rand({batch, len}, {DType::f64}, gen).to_vector<double>();
@@ -38,21 +53,25 @@ Tensor random_ids(int64_t batch, int64_t len, int64_t vocab, Generator& gen) {
 
 void run_bench_step(const StepOptions& opt) {
   use_threads(opt.threads);
+  const Device device = parse_device(opt.device);
   models::TransformerConfig config = models::presets::by_name(opt.preset, opt.vocab);
   config.dropout = opt.dropout;
   Generator init(1), data(2);
   models::Transformer model(config, init);
+  model.to(device);
   optim::Adam adam(model.parameters(), {.lr = 1e-4, .betas = {0.9, 0.98}, .eps = 1e-9});
   Tensor src = random_ids(opt.batch, opt.src_len, opt.vocab, data);
   Tensor tgt_in = random_ids(opt.batch, opt.tgt_len, opt.vocab, data);
-  Tensor tgt_out = random_ids(opt.batch, opt.tgt_len, opt.vocab, data);
+  Tensor tgt_out = random_ids(opt.batch, opt.tgt_len, opt.vocab, data).to(device);
+  src = src.to(device);
+  tgt_in = tgt_in.to(device);
 
   fmt::print("loom bench step: Transformer '{}' (d_model {}, d_ff {}, heads {}, {}+{} layers, dropout {}), "
              "vocabulary {}, {} parameters\n",
              opt.preset, config.d_model, config.d_ff, config.heads, config.encoder_layers, config.decoder_layers,
              config.dropout, opt.vocab, model.parameter_count());
-  fmt::print("batch {} x {} source / {} target tokens, float32, {} threads; {} warm-up + {} timed steps\n", opt.batch,
-             opt.src_len, opt.tgt_len, opt.threads, opt.warmup, opt.steps);
+  fmt::print("batch {} x {} source / {} target tokens, float32, {} threads, device {}; {} warm-up + {} timed steps\n",
+             opt.batch, opt.src_len, opt.tgt_len, opt.threads, device, opt.warmup, opt.steps);
   std::vector<double> times;
   double loss_value = 0;
   for (int s = 0; s < opt.warmup + opt.steps; ++s) {
@@ -61,7 +80,7 @@ void run_bench_step(const StepOptions& opt) {
     adam.zero_grad();
     loss.backward();
     adam.step();
-    loss_value = loss.item<double>();
+    loss_value = loss.to(kCPU).item<double>();  // waits for the device: the step is done
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s >= opt.warmup) times.push_back(seconds);
   }
@@ -70,18 +89,23 @@ void run_bench_step(const StepOptions& opt) {
   const double tokens = static_cast<double>(opt.batch * opt.tgt_len);
   fmt::print("step: median {:.1f} ms, min {:.1f} ms ({:.0f} target tokens/s at the median); last loss {:.4f}\n",
              median * 1e3, best * 1e3, tokens / median, loss_value);
+  const double step_tflops = 3 * forward_flops(config, opt.batch, opt.src_len, opt.tgt_len) / median / 1e12;
+  if (opt.peak_tflops > 0)
+    fmt::print("model FLOP utilization: {:.1f}% ({:.2f} TFLOP/s of a {:.1f} TFLOP/s peak)\n",
+               100 * step_tflops / opt.peak_tflops, step_tflops, opt.peak_tflops);
   // Peak tensor memory (the caching allocator's high-water mark) and the process's peak RSS.
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux: KiB
-  const double peak_tensors_mb = static_cast<double>(allocator(kCPU).stats().peak_bytes_in_use) / (1024.0 * 1024.0);
+  const double peak_tensors_mb = static_cast<double>(allocator(device).stats().peak_bytes_in_use) / (1024.0 * 1024.0);
   fmt::print("memory: peak RSS {:.0f} MB, peak tensor memory in use {:.0f} MiB\n", peak_rss_mb, peak_tensors_mb);
   if (!opt.json.empty()) {
     nlohmann::json out = {{"tool", "loom"},          {"preset", opt.preset},      {"threads", opt.threads},
                           {"batch", opt.batch},      {"src_len", opt.src_len},    {"tgt_len", opt.tgt_len},
                           {"vocab", opt.vocab},      {"parameters", model.parameter_count()},
                           {"median_s", median},      {"min_s", best},             {"steps", opt.steps},
-                          {"peak_rss_mb", peak_rss_mb}, {"peak_tensor_mib", peak_tensors_mb}};
+                          {"peak_rss_mb", peak_rss_mb}, {"peak_tensor_mib", peak_tensors_mb},
+                          {"device", device.str()},  {"step_tflops", step_tflops}};
     write_file(opt.json, out.dump(2) + "\n");
   }
 }
@@ -101,6 +125,10 @@ void add_bench_step_command(CLI::App& bench) {
   step->add_option("--steps", opt->steps, "timed steps")->capture_default_str()->check(at_least(1));
   step->add_option("--warmup", opt->warmup, "untimed steps first")->capture_default_str()->check(at_least(0));
   step->add_option("--json", opt->json, "write the results to this JSON file");
+  add_device_option(*step, opt->device);
+  step->add_option("--peak-tflops", opt->peak_tflops, "the device's float32 matmul peak, for MFU (0: not printed)")
+      ->capture_default_str()
+      ->check(at_least(0));
   step->callback([opt] { run_bench_step(*opt); });
 }
 

@@ -1,6 +1,11 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <string>
+
+#include "loom/device.h"
+#include "loom/models/data.h"
+
 namespace loom::tools {
 
 // Each subcommand adds itself to the app and returns the code to exit with.
@@ -11,6 +16,10 @@ void add_bench_command(CLI::App& app, int& exit_code);
 // Sets OpenMP's and OpenBLAS's thread counts (tools/threads.cpp).
 void use_threads(int threads);
 void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
+// --device cpu|cuda|cuda:N, checked with loom::parse_device when the command runs
+// (one-line error without a GPU) (tools/device_option.cpp).
+void add_device_option(CLI::App& cmd, std::string& device);
+models::Batch to_device(const models::Batch& batch, Device device);
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
 void add_train_command(CLI::App& app, int& exit_code);  // exit_code: 128 + signal when interrupted

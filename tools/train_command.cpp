@@ -42,6 +42,7 @@ struct TrainOptions {
   int64_t vocab = 8000;
   double dropout = -1, attention_dropout = -1, relu_dropout = -1;  // -1: the preset's (attention, relu: --dropout's)
   int threads = 2;
+  std::string device = "cpu";
   models::TrainerOptions t;
 };
 
@@ -268,6 +269,7 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
   std::vector<models::EncodedPair> train_pairs = keep_fitting(encode(vocab, train), train_split, o.t.max_len),
                                    val_pairs = keep_fitting(encode(vocab, val), val_split, o.t.max_len);
   const int64_t total_steps = estimated_steps(o, train_pairs);
+  o.t.device = parse_device(o.device);
   std::unique_ptr<models::Trainer> trainer;
   if (o.resume.empty()) {
     std::map<std::string, std::string> extra = fixed_flags(o);
@@ -350,6 +352,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(in_range(0, 1, true));
   add_threads_option(*cmd, o->threads);
+  add_device_option(*cmd, o->device);
   cmd->add_option("--seed", t.seed, "initialization, shuffling and dropout seed")->capture_default_str();
   cmd->add_option("--log-every", t.log_every, "steps between progress lines")->capture_default_str()->check(at_least(1));
   cmd->add_option("--save-every", t.save_every, "also save a checkpoint every this many steps (0: at epoch ends only)")

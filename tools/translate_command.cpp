@@ -21,11 +21,13 @@ struct TranslateOptions {
   int64_t nbest = 0;  // 0: one translation per line; N: the N best hypotheses with their scores
   double alpha = 0.6;
   int threads = 2;
+  std::string device = "cpu";
 };
 
 void run_translate(const TranslateOptions& o) {
   LOOM_CHECK(o.nbest <= o.beam, "translate: --nbest {} asks for more hypotheses than --beam {} keeps", o.nbest, o.beam);
   use_threads(o.threads);
+  const Device device = parse_device(o.device);
   const std::string checkpoint = o.model + "/model.safetensors";
   nn::TensorFile file = nn::load_safetensors(checkpoint);
   LOOM_CHECK(file.metadata.count("config") && file.metadata.count("vocabulary"),
@@ -34,6 +36,7 @@ void run_translate(const TranslateOptions& o) {
   models::Vocabulary vocab(o.model + "/" + file.metadata.at("vocabulary"));
   models::Transformer model(models::TransformerConfig::from_json(file.metadata.at("config")));
   nn::load(model, checkpoint);
+  model.to(device);
   model.eval();
 
   std::vector<std::string> lines;
@@ -76,7 +79,7 @@ void run_translate(const TranslateOptions& o) {
       ++last;
     std::vector<int64_t> flat;
     for (size_t k = first; k < last; ++k) flat.insert(flat.end(), ids[order[k]].begin(), ids[order[k]].end());
-    Tensor src = from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(longest)}, {DType::i64});
+    Tensor src = from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(longest)}, {DType::i64, device});
     // The target prefix (bos + output) must fit the positional table too.
     const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(longest) + o.extra_len, model.config().max_len - 1);
     auto hyps = models::beam_search(
@@ -117,6 +120,7 @@ void add_translate_commands(CLI::App& app) {
       ->capture_default_str()
       ->check(in_range(0, models::TransformerConfig::kMaxLen));
   add_threads_option(*cmd, o->threads);
+  add_device_option(*cmd, o->device);
   cmd->callback([o] { run_translate(*o); });
 
   auto* bleu = app.add_subcommand("bleu", "corpus BLEU of a hypothesis file against reference files (sacreBLEU's default)");

@@ -50,7 +50,9 @@ GradientTraceGuard::~GradientTraceGuard() { tls_trace = previous_; }
 GradientFlow gradient_flow(const Tensor& g) {
   GradientFlow flow;
   if (!g.defined()) return flow;
-  std::vector<double> values = g.detach().to(kCPU).to_vector<double>();
+  // core's own copy (Tensor::to is an op, a layer above): a gradient off the CPU is read from a host copy
+  const Tensor host = g.device().is_cpu() ? g.detach() : transfer(g.detach(), kCPU);
+  std::vector<double> values = host.to_vector<double>();
   double sum = 0;
   bool zero = true, non_finite = false;
   for (double v : values) {

@@ -24,13 +24,13 @@ class Inference {
   bool was_training_;
 };
 
-Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, int64_t width, int64_t pad) {
+Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, int64_t width, int64_t pad, Device device) {
   std::vector<int64_t> flat;
   for (const auto& row : rows) {
     flat.insert(flat.end(), row.begin(), row.end());
     flat.insert(flat.end(), static_cast<size_t>(width) - row.size(), pad);
   }
-  return from_vector(flat, {static_cast<int64_t>(rows.size()), width}, {DType::i64});
+  return from_vector(flat, {static_cast<int64_t>(rows.size()), width}, {DType::i64, device});
 }
 }  // namespace
 
@@ -47,7 +47,8 @@ Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t
     std::vector<int64_t> last;
     for (int64_t b : live) last.push_back(out[b].back());
     const auto next = argmax(model.decode_step(state, from_vector(last, {static_cast<int64_t>(live.size())},
-                                                                   {DType::i64})), -1).to_vector<int64_t>();
+                                                                   {DType::i64, src.device()})), -1)
+                          .to(kCPU).to_vector<int64_t>();
     std::vector<int64_t> kept_rows, kept_live;
     for (size_t i = 0; i < live.size(); ++i) {
       out[live[i]].push_back(next[i]);
@@ -58,7 +59,7 @@ Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t
     if (kept_live.size() < live.size()) state.select(kept_rows);
     live = std::move(kept_live);
   }
-  return ids_tensor(out, width, model.config().pad_id);
+  return ids_tensor(out, width, model.config().pad_id, src.device());
 }
 
 Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len) {
@@ -68,8 +69,8 @@ Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bo
   std::vector<std::vector<int64_t>> out(batch, std::vector<int64_t>{bos});
   std::vector<bool> done(batch, false);
   for (int64_t step = 0; step < max_len; ++step) {
-    Tensor logits = model.decode(encoded, ids_tensor(out, step + 1, 0)).select(1, step);  // [B, V]: the last position
-    auto next = argmax(logits, -1).to_vector<int64_t>();
+    Tensor logits = model.decode(encoded, ids_tensor(out, step + 1, 0, src.device())).select(1, step);  // [B, V]: the last position
+    auto next = argmax(logits, -1).to(kCPU).to_vector<int64_t>();
     bool all_done = true;
     for (int64_t b = 0; b < batch; ++b) {
       out[b].push_back(done[b] ? model.config().pad_id : next[b]);
@@ -78,7 +79,7 @@ Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bo
     }
     if (all_done) break;
   }
-  return ids_tensor(out, static_cast<int64_t>(out[0].size()), model.config().pad_id);
+  return ids_tensor(out, static_cast<int64_t>(out[0].size()), model.config().pad_id, src.device());
 }
 
 // ---- beam search ----
@@ -217,8 +218,8 @@ std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tenso
     state.select(step.parents);
     std::vector<int64_t> last;
     for (const auto& prefix : step.prefixes) last.push_back(prefix.back());
-    Tensor logits = model.decode_step(state, from_vector(last, {static_cast<int64_t>(last.size())}, {DType::i64}));
-    return log_softmax(logits, -1).contiguous().to_vector<float>();
+    Tensor logits = model.decode_step(state, from_vector(last, {static_cast<int64_t>(last.size())}, {DType::i64, src.device()}));
+    return log_softmax(logits, -1).contiguous().to(kCPU).to_vector<float>();
   };
   return beam_search(scorer, src.shape()[0], model.config().tgt_vocab, bos, eos, options);
 }
@@ -230,10 +231,10 @@ std::vector<std::vector<Hypothesis>> beam_search_reference(Transformer& model, c
   auto scorer = [&](const BeamStep& step) {
     // Prefixes all have the same length at a given step.
     const int64_t n = static_cast<int64_t>(step.prefixes.size()), t = static_cast<int64_t>(step.prefixes[0].size());
-    Tensor index = from_vector(step.sentences, {n}, {DType::i64});
+    Tensor index = from_vector(step.sentences, {n}, {DType::i64, src.device()});
     Transformer::Encoded rows{index_select(encoded.memory, 0, index), index_select(encoded.src_mask, 0, index)};
-    Tensor logits = model.decode(rows, ids_tensor(step.prefixes, t, 0)).select(1, t - 1);
-    return log_softmax(logits, -1).contiguous().to_vector<float>();
+    Tensor logits = model.decode(rows, ids_tensor(step.prefixes, t, 0, src.device())).select(1, t - 1);
+    return log_softmax(logits, -1).contiguous().to(kCPU).to_vector<float>();
   };
   return beam_search(scorer, src.shape()[0], model.config().tgt_vocab, bos, eos, options);
 }

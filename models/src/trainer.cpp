@@ -75,7 +75,7 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
 bool all_finite(const Tensor& t) {
   NoGradGuard no_grad;
   // A sum in float64 is non-finite exactly when an element is (float32 values cannot overflow it).
-  return std::isfinite(sum(abs(to_dtype(t.detach(), DType::f64))).item<double>());
+  return std::isfinite(sum(abs(to_dtype(t.detach(), DType::f64))).to(kCPU).item<double>());
 }
 
 }  // namespace
@@ -125,7 +125,8 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
   LOOM_CHECK(!train_.empty() && !val_.empty(), "train: {} training and {} validation pairs; both must be non-empty",
              train_.size(), val_.size());
   LOOM_CHECK(fs::is_directory(out_), "train: the run folder '{}' does not exist", out_);
-  model_ = std::make_unique<Transformer>(config_, gen_);
+  model_ = std::make_unique<Transformer>(config_, gen_);  // initialized on the CPU: the same weights anywhere
+  model_->to(options_.device);
   for (auto& [name, p] : model_->named_parameters()) {
     param_names_.push_back(name);
     params_.push_back(p);
@@ -138,19 +139,26 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
   last_save_time_ = std::chrono::steady_clock::now();
 }
 
+// Batches are made on the CPU; the model reads them where it lives.
+static Batch on_device(const Batch& b, Device device) {
+  if (b.src.device() == device) return b;
+  return {b.src.to(device), b.tgt_in.to(device), b.tgt_out.to(device), b.src_tokens, b.tgt_tokens};
+}
+
 // ---- one update ----
 double Trainer::accumulate_gradients(const std::vector<Batch>& batches, int64_t step) {
   double total_tokens = 0;
   for (const Batch& b : batches) total_tokens += static_cast<double>(b.tgt_tokens);
   LOOM_CHECK(total_tokens > 0, "train: an update of {} batches has no target tokens", batches.size());
   double loss_sum = 0;
-  for (const Batch& b : batches) {
+  for (const Batch& host_batch : batches) {
+    const Batch b = on_device(host_batch, options_.device);
     // Each loss is a mean over its own target tokens: weighted by its share of
     // the update's tokens, the summed gradients are those of the mean over all of them.
     const double share = static_cast<double>(b.tgt_tokens) / total_tokens;
     Tensor loss = label_smoothed_cross_entropy(model_->forward(b.src, b.tgt_in), b.tgt_out, options_.label_smoothing,
                                                config_.pad_id);
-    const double value = loss.item<double>();
+    const double value = loss.to(kCPU).item<double>();
     if (!std::isfinite(value)) diverged("the training loss", step, value);
     if (batches.size() == 1)
       loss.backward();
@@ -165,9 +173,11 @@ double Trainer::evaluate(const std::vector<Batch>& batches) {
   NoGradGuard no_grad;
   model_->eval();
   double total = 0, tokens = 0;
-  for (const auto& b : batches) {
+  for (const auto& host_batch : batches) {
+    const Batch b = on_device(host_batch, options_.device);
     total += label_smoothed_cross_entropy(model_->forward(b.src, b.tgt_in), b.tgt_out, options_.label_smoothing,
                                           config_.pad_id)
+                 .to(kCPU)
                  .item<double>() *
              static_cast<double>(b.tgt_tokens);
     tokens += static_cast<double>(b.tgt_tokens);
@@ -403,8 +413,8 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::vector<Enc
       auto mi = by_name.find("adam.m." + t->param_names_[k]), vi = by_name.find("adam.v." + t->param_names_[k]);
       LOOM_CHECK(mi != by_name.end() && vi != by_name.end(), "train: '{}' has no Adam moments for '{}'", path,
                  t->param_names_[k]);
-      m[k] = mi->second;
-      v[k] = vi->second;
+      m[k] = mi->second.to(t->options_.device);
+      v[k] = vi->second.to(t->options_.device);
     }
     t->adam_->load_state(m, v, counts, p.at("adam_steps").get<int64_t>());
     t->step_ = p.at("step").get<int64_t>();

@@ -181,9 +181,10 @@ void Transformer::DecoderState::select(const std::vector<int64_t>& rows) {
     same_rows = same_rows && rows[i] == static_cast<int64_t>(i);
   }
   if (same_rows) return;  // greedy decoding with no sentence finished: nothing moves
-  const Tensor row_index = from_vector(rows, {static_cast<int64_t>(rows.size())}, {DType::i64});
+  const Device device = src_mask_.device();
+  const Tensor row_index = from_vector(rows, {static_cast<int64_t>(rows.size())}, {DType::i64, device});
   const bool same_sentences = sentence == sentence_;
-  const Tensor sentence_index = from_vector(sentence, {static_cast<int64_t>(sentence.size())}, {DType::i64});
+  const Tensor sentence_index = from_vector(sentence, {static_cast<int64_t>(sentence.size())}, {DType::i64, device});
   for (size_t l = 0; l < layers_.size(); ++l) {
     DecoderLayerCache& layer = layers_[l];
     if (layer.keys.defined()) {

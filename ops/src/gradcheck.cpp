@@ -276,11 +276,12 @@ std::vector<Tensor> value_and_vjp_reference(const OpCall& call, const std::vecto
   return value_and_vjp(call, leaves);
 }
 
-// The devices besides the CPU that have a backend now.
+// The devices besides the CPU that have a backend and a device now (a build
+// with CUDA on a machine without a GPU has the backend but no device).
 std::vector<Device> other_devices() {
   std::vector<Device> devices;
   for (DeviceType type : {DeviceType::cuda, DeviceType::standin})
-    if (has_backend(type)) devices.push_back(Device{type, 0});
+    if (has_backend(type) && backend(type).device_count() > 0) devices.push_back(Device{type, 0});
   return devices;
 }
 

@@ -36,6 +36,11 @@ struct Device {
 
 inline constexpr Device kCPU = Device::cpu();
 
+// "cpu", "cuda" (= cuda:0), "cuda:N" or "standin" from a command line, checked
+// against this build and machine: an Error naming the flag's value when the
+// build has no CUDA backend, no GPU is present or index N does not exist.
+Device parse_device(const std::string& name);
+
 }  // namespace loom
 
 template <>

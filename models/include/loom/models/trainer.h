@@ -50,6 +50,7 @@ struct TrainerOptions {
   double save_minutes = 0;             // minutes between checkpoints (0: off)
   int64_t keep_last = 0;               // step-<N>.safetensors files kept (at least average_last)
   int64_t average_last = 0;            // at the end, average the last K kept models into average/ (0: off)
+  Device device = kCPU;                // where the model, its gradients and Adam's moments live (not saved)
 
   std::string to_json() const;  // the fields updates depend on
 };

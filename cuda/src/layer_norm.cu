@@ -1,0 +1,134 @@
+// Layer norm forward and backward: one block per row for the row statistics
+// and dx; dw and db summed down each column by one thread, rows in order
+// (double accumulators), so the bits never depend on scheduling.
+#include <cmath>
+#include <cstdint>
+
+#include "block_reduce.cuh"
+#include "kernel_errors.h"
+#include "rows_launch.h"
+
+namespace loom::cuda {
+
+namespace {
+
+int64_t row_blocks(int64_t rows) { return rows < kMaxBlocks ? (rows > 0 ? rows : 1) : kMaxBlocks; }
+
+// (mean, rstd) of row r in T, as the CPU's fast kernel computes them: the mean
+// of x in double, rounded to T; the centred squares in T summed in double.
+template <typename T>
+__device__ void row_stats(const T* xr, int64_t n, double eps, double* scratch, T& mean, T& rstd) {
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += xr[j];
+  mean = static_cast<T>(block_combine(sum, scratch, PlusOp{}) / static_cast<double>(n));
+  double squares = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const T d = xr[j] - mean;
+    squares += d * d;
+  }
+  squares = block_combine(squares, scratch, PlusOp{});
+  rstd = static_cast<T>(1.0 / sqrt(squares / static_cast<double>(n) + eps));
+}
+
+template <typename T>
+__global__ void layer_norm_kernel(Rows s, T* out, T* stats, const T* x, const T* w, const T* b, double eps) {
+  __shared__ double scratch[kMaxBlockThreads];
+  const int64_t n = s.size;
+  for (int64_t r = blockIdx.x; r < s.rows; r += gridDim.x) {
+    const T* xr = x + r * n;
+    T mean, rstd;
+    row_stats(xr, n, eps, scratch, mean, rstd);
+    if (threadIdx.x == 0) {
+      stats[2 * r] = mean;
+      stats[2 * r + 1] = rstd;
+    }
+    if (!out) continue;  // statistics only (the backward without saved ones)
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      T y = (xr[j] - mean) * rstd;
+      if (w) y = y * w[j];
+      if (b) y = y + b[j];
+      out[r * n + j] = y;
+    }
+  }
+}
+
+// dx = rstd (g w - mean(g w) - xh mean(g w xh)), xh = (x - mean) rstd.
+template <typename T>
+__global__ void layer_norm_dx_kernel(Rows s, T* dx, const T* x, const T* w, const T* g, const T* stats) {
+  __shared__ double scratch[kMaxBlockThreads];
+  const int64_t n = s.size;
+  for (int64_t r = blockIdx.x; r < s.rows; r += gridDim.x) {
+    const T* xr = x + r * n;
+    const T* gr = g + r * n;
+    const T mean = stats[2 * r], rstd = stats[2 * r + 1];
+    double sum_a = 0, sum_axh = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const T a = gr[j] * (w ? w[j] : T(1));
+      sum_a += a;
+      sum_axh += a * ((xr[j] - mean) * rstd);
+    }
+    const T mean_a = static_cast<T>(block_combine(sum_a, scratch, PlusOp{}) / static_cast<double>(n));
+    const T mean_axh = static_cast<T>(block_combine(sum_axh, scratch, PlusOp{}) / static_cast<double>(n));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const T xh = (xr[j] - mean) * rstd;
+      dx[r * n + j] = rstd * (gr[j] * (w ? w[j] : T(1)) - mean_a - xh * mean_axh);
+    }
+  }
+}
+
+// params[j] = sum over rows of g xh (dw), params[n + j] = sum of g (db).
+template <typename T>
+__global__ void layer_norm_params_kernel(Rows s, T* params, const T* x, const T* g, const T* stats) {
+  const int64_t n = s.size;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.x) * blockDim.x) {
+    double dw = 0, db = 0;
+    for (int64_t r = 0; r < s.rows; ++r) {
+      const T gj = g[r * n + j];
+      dw += gj * ((x[r * n + j] - stats[2 * r]) * stats[2 * r + 1]);
+      db += gj;
+    }
+    params[j] = static_cast<T>(dw);
+    params[n + j] = static_cast<T>(db);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void launch_layer_norm(Rows s, void* out, void* stats, const void* x, const void* weight, const void* bias, double eps,
+                       cudaStream_t stream) {
+  if (s.rows == 0 || s.size == 0) return;
+  layer_norm_kernel<T><<<row_blocks(s.rows), row_threads(s.size), 0, stream>>>(
+      s, static_cast<T*>(out), static_cast<T*>(stats), static_cast<const T*>(x), static_cast<const T*>(weight),
+      static_cast<const T*>(bias), eps);
+  check_kernel_launch("layer_norm_kernel");
+}
+
+template <typename T>
+void launch_layer_norm_backward(Rows s, void* dx, void* params, const void* x, const void* weight, const void* grad,
+                                const void* stats, double eps, cudaStream_t stream) {
+  if (s.rows == 0 || s.size == 0) {
+    if (params) check_kernel_call(cudaMemsetAsync(params, 0, 2 * s.size * sizeof(T), stream), "cudaMemsetAsync");
+    return;
+  }
+  if (dx) {
+    layer_norm_dx_kernel<T><<<row_blocks(s.rows), row_threads(s.size), 0, stream>>>(
+        s, static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(grad),
+        static_cast<const T*>(stats));
+    check_kernel_launch("layer_norm_dx_kernel");
+  }
+  if (params) {
+    layer_norm_params_kernel<T><<<blocks_for(s.size), kThreads, 0, stream>>>(
+        s, static_cast<T*>(params), static_cast<const T*>(x), static_cast<const T*>(grad), static_cast<const T*>(stats));
+    check_kernel_launch("layer_norm_params_kernel");
+  }
+}
+
+template void launch_layer_norm<float>(Rows, void*, void*, const void*, const void*, const void*, double, cudaStream_t);
+template void launch_layer_norm<double>(Rows, void*, void*, const void*, const void*, const void*, double, cudaStream_t);
+template void launch_layer_norm_backward<float>(Rows, void*, void*, const void*, const void*, const void*, const void*,
+                                                double, cudaStream_t);
+template void launch_layer_norm_backward<double>(Rows, void*, void*, const void*, const void*, const void*, const void*,
+                                                 double, cudaStream_t);
+
+}  // namespace loom::cuda

@@ -1,0 +1,106 @@
+// matmul (and so bmm and every batched product) through cuBLAS: row-major
+// C = A B computed as column-major C^T = B^T A^T, transposed operands folded
+// into the call (no copies for views with a unit stride in either of their
+// last two dims), batch dims coalesced into strided-batched calls (broadcast
+// batches: stride 0). float32 uses TF32 tensor cores only when asked
+// (loom::cuda::set_tf32_enabled, LOOM_CUDA_TF32=1).
+#include <climits>
+
+#include "elementwise_ops.h"
+#include "loom/kernel_table.h"
+#include "loom/ops/kernel_signatures.h"
+#include "tensor_args.h"
+
+namespace loom::cuda {
+
+namespace {
+
+// A row-major rows x cols operand as the column-major cols x rows matrix cuBLAS takes.
+struct BlasOperand {
+  Tensor tensor;  // the operand, or its dense copy
+  cublasOperation_t op = CUBLAS_OP_N;
+  int64_t ld = 0;
+};
+
+template <typename T>
+BlasOperand blas_operand(const Tensor& t, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int64_t nd = t.dim(), rs = t.stride(nd - 2), cs = t.stride(nd - 1);
+  if (cs == 1 && rs >= std::max<int64_t>(1, cols)) return {t, CUBLAS_OP_N, rs};
+  if (rs == 1 && cs >= std::max<int64_t>(1, rows)) return {t, CUBLAS_OP_T, cs};
+  // Neither: a dense copy (through the copy kernel), batch dims included.
+  Tensor dense = Tensor::empty(t.shape(), {t.dtype(), t.device()});
+  launch_cast<T>(element_type(t.dtype()), strided<2>("matmul", t.shape(), {dense.strides(), t.strides()}),
+                 dense.raw_data(), t.raw_data(), stream);
+  return {dense, CUBLAS_OP_N, cols};
+}
+
+int blas_int(int64_t v, const char* what) {
+  LOOM_CHECK(v <= INT_MAX, "matmul: {} = {} exceeds cuBLAS's int range", what, v);
+  return static_cast<int>(v);
+}
+
+// C^T (n x m, ldc n) = op(B') (n x k) op(A') (k x m), `batches` of them at the given strides.
+template <typename T>
+void gemm_batched(cublasHandle_t handle, const BlasOperand& a, const BlasOperand& b, T* c, const T* pa, const T* pb,
+                  int64_t m, int64_t n, int64_t k, int64_t batches, int64_t stride_a, int64_t stride_b,
+                  int64_t stride_c) {
+  const T one = 1, zero = 0;
+  const int im = blas_int(m, "M"), in = blas_int(n, "N"), ik = blas_int(k, "K"), count = blas_int(batches, "batch");
+  const int lda = blas_int(a.ld, "lda"), ldb = blas_int(b.ld, "ldb");
+  if constexpr (std::is_same_v<T, double>) {
+    LOOM_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, b.op, a.op, in, im, ik, &one, pb, ldb, stride_b, pa, lda,
+                                                stride_a, &zero, c, in, stride_c, count));
+  } else if (tf32_enabled()) {
+    LOOM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, b.op, a.op, in, im, ik, &one, pb, CUDA_R_32F, ldb, stride_b,
+                                                 pa, CUDA_R_32F, lda, stride_a, &zero, c, CUDA_R_32F, in, stride_c,
+                                                 count, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+  } else {
+    LOOM_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, b.op, a.op, in, im, ik, &one, pb, ldb, stride_b, pa, lda,
+                                                stride_a, &zero, c, in, stride_c, count));
+  }
+}
+
+template <typename T>
+void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  OnDevice on(out);
+  const int64_t nd = out.dim(), m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);
+  if (out.numel() == 0) return;
+  if (k == 0) {  // an empty sum: zeros
+    LOOM_CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, out.numel() * sizeof(T), on.stream()));
+    return;
+  }
+  const BlasOperand ba = blas_operand<T>(a, m, k, on.stream()), bb = blas_operand<T>(b, k, n, on.stream());
+  cublasHandle_t handle = cublas(out.device().index);
+  // The batch dims, coalesced where all three operands allow; the innermost
+  // run is one strided-batched call, the outer ones a host loop.
+  const Shape batch(out.shape().begin(), out.shape().end() - 2);
+  auto batch_strides = [&](const Tensor& t) { return Shape(t.strides().begin(), t.strides().end() - 2); };
+  Strided<3> s = strided<3>("matmul", batch, {batch_strides(out), batch_strides(ba.tensor), batch_strides(bb.tensor)});
+  const int inner = s.ndim - 1;
+  const int64_t runs = s.numel / s.sizes[inner];
+  T* pc = static_cast<T*>(out.raw_data());
+  const T* pa = static_cast<const T*>(ba.tensor.raw_data());
+  const T* pb = static_cast<const T*>(bb.tensor.raw_data());
+  for (int64_t run = 0; run < runs; ++run) {
+    int64_t off[3] = {0, 0, 0};
+    if (inner > 0) {
+      int64_t rest = run;
+      for (int d = inner - 1; d >= 0; --d) {
+        const int64_t index = rest % s.sizes[d];
+        rest /= s.sizes[d];
+        for (int q = 0; q < 3; ++q) off[q] += index * s.strides[q][d];
+      }
+    }
+    gemm_batched<T>(handle, ba, bb, pc + off[0], pa + off[1], pb + off[2], m, n, k, s.sizes[inner],
+                    s.strides[1][inner], s.strides[2][inner], s.strides[0][inner]);
+  }
+}
+
+}  // namespace
+
+LOOM_KERNELS(cuda_matmul) {
+  register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f32, matmul<float>);
+  register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f64, matmul<double>);
+}
+
+}  // namespace loom::cuda

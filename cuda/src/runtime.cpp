@@ -1,0 +1,101 @@
+#include "runtime.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "loom/error.h"
+
+namespace loom::cuda {
+
+void fail_cuda(cudaError_t status, const char* call) {
+  cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+  fail("cuda: {} failed: {} ({})", call, cudaGetErrorString(status), cudaGetErrorName(status));
+}
+
+void fail_cublas(cublasStatus_t status, const char* call) {
+  fail("cuda: {} failed: {} ({})", call, cublasGetStatusString(status), cublasGetStatusName(status));
+}
+
+int device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  LOOM_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) LOOM_CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = previous_;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+}
+
+namespace {
+struct PerDevice {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+};
+
+std::mutex g_mutex;
+std::vector<PerDevice>& per_device() {
+  static auto* devices = new std::vector<PerDevice>;  // never destroyed: storages may outlive main
+  return *devices;
+}
+
+PerDevice& device_state(int device) {
+  LOOM_CHECK(device >= 0 && device < device_count(), "cuda: device cuda:{} does not exist ({} GPU(s) visible)", device,
+             device_count());
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto& all = per_device();
+  if (all.empty()) all.resize(static_cast<size_t>(device_count()));
+  return all[static_cast<size_t>(device)];
+}
+
+bool initial_tf32() {
+  const char* env = std::getenv("LOOM_CUDA_TF32");
+  return env && std::strcmp(env, "1") == 0;
+}
+bool g_tf32 = initial_tf32();
+}  // namespace
+
+cudaStream_t stream(int device) {
+  PerDevice& d = device_state(device);
+  if (!d.stream) {
+    DeviceGuard guard(device);
+    LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  }
+  return d.stream;
+}
+
+cublasHandle_t cublas(int device) {
+  PerDevice& d = device_state(device);
+  if (!d.cublas) {
+    DeviceGuard guard(device);
+    LOOM_CUBLAS_CHECK(cublasCreate(&d.cublas));
+    LOOM_CUBLAS_CHECK(cublasSetStream(d.cublas, stream(device)));
+  }
+  return d.cublas;
+}
+
+void fail_kernel(const char* message) { fail("cuda: {}", message); }
+
+void check_kernel_launch(const char* kernel) {
+  cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) fail("cuda: launching {} failed: {} ({})", kernel, cudaGetErrorString(status),
+                                  cudaGetErrorName(status));
+}
+
+bool tf32_enabled() { return g_tf32; }
+void set_tf32_enabled(bool enabled) { g_tf32 = enabled; }
+
+}  // namespace loom::cuda

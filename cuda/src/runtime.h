@@ -1,0 +1,51 @@
+#pragma once
+// The CUDA runtime as the backend uses it: every call checked (a failure is a
+// loom::Error naming the call), one stream and one cuBLAS handle per device.
+// Included by host code only (.cpp); kernels (.cu) get a cudaStream_t.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "loom/cuda.h"
+#include "loom/device.h"
+
+#include "kernel_errors.h"
+
+namespace loom::cuda {
+
+[[noreturn]] void fail_cublas(cublasStatus_t status, const char* call);
+
+}  // namespace loom::cuda
+
+// LOOM_CUDA_CHECK(cudaMalloc(&p, n)): a loom::Error "cuda: cudaMalloc(&p, n) failed: out of memory".
+#define LOOM_CUDA_CHECK(call)                                                     \
+  do {                                                                            \
+    cudaError_t loom_cuda_status_ = (call);                                       \
+    if (loom_cuda_status_ != cudaSuccess) ::loom::cuda::fail_cuda(loom_cuda_status_, #call); \
+  } while (0)
+#define LOOM_CUBLAS_CHECK(call)                                                   \
+  do {                                                                            \
+    cublasStatus_t loom_cublas_status_ = (call);                                  \
+    if (loom_cublas_status_ != CUBLAS_STATUS_SUCCESS) ::loom::cuda::fail_cublas(loom_cublas_status_, #call); \
+  } while (0)
+
+namespace loom::cuda {
+
+// Makes `device` current for the calling thread until destroyed.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// The device's one stream (created on first use): every kernel, copy and fill
+// of that device runs on it, in issue order.
+cudaStream_t stream(int device);
+// The device's cuBLAS handle, bound to its stream.
+cublasHandle_t cublas(int device);
+
+}  // namespace loom::cuda

@@ -1,0 +1,36 @@
+#pragma once
+// The element types the CUDA kernels are compiled for (fmt-free: .cu files
+// include no loom/dtype.h). ElementType mirrors loom::DType's order
+// (checked in elementwise.cpp).
+#include <cstdint>
+#include <type_traits>
+
+namespace loom::cuda {
+
+template <typename... Ts>
+struct TypeList {};
+using Floating = TypeList<float, double>;
+using Numeric = TypeList<float, double, int32_t, int64_t>;
+using All = TypeList<float, double, int32_t, int64_t, bool>;
+
+template <typename T, typename... Ts>
+constexpr bool contains(TypeList<Ts...>) { return (std::is_same_v<T, Ts> || ...); }
+
+// M(T) for each type of All: explicit instantiations in the .cu files.
+#define LOOM_CUDA_FOR_EACH_TYPE(M) M(float) M(double) M(int32_t) M(int64_t) M(bool)
+
+enum class ElementType : int { f32, f64, i32, i64, b8 };
+
+// fn(type_identity<T>) for the C++ type behind `type`.
+template <typename Fn>
+void dispatch_element_type(ElementType type, Fn&& fn) {
+  switch (type) {
+    case ElementType::f32: return fn(std::type_identity<float>{});
+    case ElementType::f64: return fn(std::type_identity<double>{});
+    case ElementType::i32: return fn(std::type_identity<int32_t>{});
+    case ElementType::i64: return fn(std::type_identity<int64_t>{});
+    case ElementType::b8: return fn(std::type_identity<bool>{});
+  }
+}
+
+}  // namespace loom::cuda

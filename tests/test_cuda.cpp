@@ -1,0 +1,163 @@
+// The CUDA backend: what the CPU can check (launch and indexing helpers, the
+// backend's registration and kernel coverage, --device parsing) in every build,
+// and what needs a GPU (values against the CPU, dropout masks, the allocator's
+// statistics) where one is present; without one those cases print
+// "cuda: no device, N rows skipped" (ctest's cuda_gpu entry reports them skipped).
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "loom/backend.h"
+#include "loom/cuda/launch.h"
+#include "loom/gradcheck.h"
+#include "loom/kernel_table.h"
+#include "loom/ops.h"
+
+using namespace loom;
+
+#define CHECK_ERROR(expr, text) CHECK_THROWS_WITH_AS(expr, doctest::Contains(text), Error)
+
+namespace {
+bool gpu_present() { return has_backend(DeviceType::cuda) && backend(DeviceType::cuda).device_count() > 0; }
+
+bool skip_without_gpu(const char* what, size_t rows) {
+  if (gpu_present()) return false;
+  fmt::print("cuda: no device, {} rows skipped ({})\n", rows, what);
+  return true;
+}
+}  // namespace
+
+TEST_CASE("blocks_for covers every element and caps the grid") {
+  CHECK(cuda::blocks_for(0) == 1);
+  CHECK(cuda::blocks_for(1) == 1);
+  CHECK(cuda::blocks_for(cuda::kThreads) == 1);
+  CHECK(cuda::blocks_for(cuda::kThreads + 1) == 2);
+  CHECK(cuda::blocks_for(1000, 128, 4) == 2);
+  CHECK(cuda::blocks_for(int64_t{1} << 40) == cuda::kMaxBlocks);  // grid-stride loops do the rest
+}
+
+TEST_CASE("strided_offsets walks a view the way the CPU's strided_offset does") {
+  // A transposed [3, 4] view and a broadcast (stride 0) operand over the same shape.
+  cuda::Strided<2> s;
+  s.ndim = 2;
+  s.numel = 12;
+  s.contiguous = false;
+  s.sizes[0] = 3, s.sizes[1] = 4;
+  s.strides[0][0] = 1, s.strides[0][1] = 3;  // transposed
+  s.strides[1][0] = 0, s.strides[1][1] = 1;  // a row broadcast down
+  for (int64_t i = 0; i < 12; ++i) {
+    int64_t off[2];
+    cuda::strided_offsets(s, i, off);
+    CHECK(off[0] == strided_offset(i, {3, 4}, {1, 3}));
+    CHECK(off[1] == strided_offset(i, {3, 4}, {0, 1}));
+  }
+  s.contiguous = true;
+  int64_t off[2];
+  cuda::strided_offsets(s, 7, off);
+  CHECK((off[0] == 7 && off[1] == 7));
+}
+
+TEST_CASE("walk_offset and the dropout block layout") {
+  const int64_t sizes[3] = {2, 3, 4}, strides[3] = {1, 8, 2};
+  for (int64_t i = 0; i < 24; ++i) CHECK(cuda::walk_offset(i, 3, sizes, strides) == strided_offset(i, {2, 3, 4}, {1, 8, 2}));
+  // Element i of a random tensor draws word i % 4 of Philox block i / 4 on every device.
+  CHECK(cuda::philox_block_of(0) == 0);
+  CHECK(cuda::philox_block_of(3) == 0);
+  CHECK(cuda::philox_block_of(4) == 1);
+  const int64_t sorted[] = {1, 1, 4, 4, 4, 7};
+  std::vector<bool> starts;
+  for (int64_t p = 0; p < 6; ++p) starts.push_back(cuda::first_in_segment(sorted, p));
+  CHECK(starts == std::vector<bool>{true, false, true, false, false, true});
+}
+
+TEST_CASE("--device parsing: well-formed names, and a clear error where there is no GPU") {
+  CHECK(parse_device("cpu") == kCPU);
+  CHECK_ERROR(parse_device("gpu"), "device 'gpu': expected cpu, cuda, cuda:N or standin");
+  CHECK_ERROR(parse_device("cuda:x"), "expected cpu, cuda, cuda:N or standin");
+  if (!has_backend(DeviceType::cuda)) {
+    CHECK_ERROR(parse_device("cuda"), "this build has no CUDA backend");
+  } else if (!gpu_present()) {
+    CHECK_ERROR(parse_device("cuda:0"), "device 'cuda:0': no CUDA GPU is available on this machine");
+    CHECK_ERROR(Tensor::empty({2}, {f32, Device::cuda(0)}), "cuda: no GPU is available");
+  } else {
+    CHECK(parse_device("cuda") == Device::cuda(0));
+    CHECK_ERROR(parse_device("cuda:99"), "CUDA GPU(s)");
+  }
+}
+
+#ifdef LOOM_HAS_CUDA
+TEST_CASE("a CUDA build registers the cuda backend and kernels for the training path, GPU or not") {
+  REQUIRE(has_backend(DeviceType::cuda));
+  CHECK_FALSE(backend(DeviceType::cuda).host_accessible());
+  std::set<std::string> ops;
+  for (const KernelKey& k : registered_kernels())
+    if (k.device == DeviceType::cuda) ops.insert(k.op);
+  for (const char* op : {"add", "mul", "exp", "copy", "where", "eq", "gelu", "gelu_backward"}) {
+    INFO(op);
+    CHECK(ops.count(op) == 1);
+  }
+  // The ops of a Transformer training step, float32 and float64.
+  for (const char* op : {"add", "copy", "sum", "matmul", "softmax", "softmax_backward", "log_softmax",
+                         "log_softmax_backward", "layer_norm", "layer_norm_backward", "dropout", "dropout_backward",
+                         "label_smoothed_cross_entropy", "label_smoothed_cross_entropy_backward", "embedding",
+                         "embedding_backward", "adam_step_", "any_non_finite"}) {
+    for (DType t : {f32, f64}) {
+      INFO(op, " ", dtype_name(t));
+      CHECK(supports(op, Device::cuda(0), t));
+    }
+  }
+}
+#endif
+
+TEST_CASE("on a GPU: every op's values and gradients on cuda:0 match the CPU's (the registry's device rows)") {
+  size_t samples = 0;
+  for (const OpInfo& op : registered_ops()) samples += op.samples.size();
+  if (skip_without_gpu("the registry's device rows for cuda:0", samples)) return;
+  for (const OpInfo& op : registered_ops()) {
+    for (const CheckResult& r : check_op(op)) {
+      if (r.check != "device") continue;
+      INFO(op.name, " [", r.sample, "]: ", r.message);
+      CHECK(r.passed);
+    }
+  }
+}
+
+TEST_CASE("on a GPU: dropout draws the CPU's masks, bit for bit") {
+  if (skip_without_gpu("dropout masks on cuda:0", 2)) return;
+  for (DType t : {f32, f64}) {
+    Generator a(123), b(123);
+    Tensor x = ones({1000, 37}, {t});
+    Tensor on_cpu = dropout(x, 0.3, true, a);
+    Tensor on_gpu = dropout(x.to(Device::cuda(0)), 0.3, true, b).to(kCPU);
+    CHECK(on_cpu.to_vector<double>() == on_gpu.to_vector<double>());
+  }
+}
+
+TEST_CASE("on a GPU: the caching allocator reuses blocks and empty_cache gives them back") {
+  if (skip_without_gpu("allocator statistics on cuda:0", 1)) return;
+  Allocator& a = allocator(Device::cuda(0));
+  a.empty_cache();
+  const auto before = a.stats();
+  { Tensor t = Tensor::empty({1024, 1024}, {f32, Device::cuda(0)}); }
+  { Tensor t = Tensor::empty({1024, 1024}, {f32, Device::cuda(0)}); }
+  const auto after = a.stats();
+  CHECK(after.system_allocations == before.system_allocations + 1);
+  CHECK(after.cache_hits == before.cache_hits + 1);
+  CHECK(after.bytes_cached >= size_t{4} << 20);
+  a.empty_cache();
+  CHECK(a.stats().bytes_cached == 0);
+}
+
+#ifdef LOOM_HAS_CUDA
+TEST_CASE("the cuda kernel table covers every CPU kernel but the named gaps") {
+  // (op, dtype) pairs the CPU has and cuda does not; a new CPU kernel without a
+  // cuda twin fails here until it gets one or joins this list.
+  const std::set<std::string> gaps = {};
+  std::set<std::string> missing;
+  for (const KernelKey& k : registered_kernels())
+    if (k.device == DeviceType::cpu && !supports(k.op, Device::cuda(0), k.dtype))
+      missing.insert(k.op + " " + std::string(dtype_name(k.dtype)));
+  for (const std::string& m : missing) MESSAGE("no cuda kernel: ", m);
+  CHECK(missing == gaps);
+}
+#endif
