@@ -2,6 +2,8 @@
 // kernels and agrees with the fast kernels.
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -99,4 +101,16 @@ TEST_CASE("bfloat16 matmul: oneDNN and the reference loop agree with float64 on 
     INFO("worst relative error ", worst);
     CHECK(worst <= 0x1p-8 + 1e-4);
   }
+}
+
+TEST_CASE("bfloat16 matmul: the same bits for 1 and 2 threads") {
+  Tensor a = to_dtype(randn({768, 512}), bf16);
+  Tensor b = to_dtype(randn({512, 1024}), bf16);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::vector<float> two = matmul(a, b).to_vector<float>();
+  omp_set_num_threads(1);
+  std::vector<float> one = matmul(a, b).to_vector<float>();
+  omp_set_num_threads(threads);
+  CHECK(one == two);
 }
