@@ -67,6 +67,20 @@ TEST_CASE("save then load: the same parameters bit for bit, metadata kept, no te
   std::remove(path.c_str());
 }
 
+TEST_CASE("bfloat16 tensors save as BF16 and load back bit for bit") {
+  const std::string path = temp_path("bf16.safetensors");
+  Tensor w = to_dtype(tensor({{0.1, -3.0}, {1e-3, 7.5}}), bf16);
+  save_safetensors(path, {{"w", w}});
+  TensorFile file = load_safetensors(path);
+  REQUIRE(file.tensors.size() == 1);
+  CHECK(file.tensors[0].second.dtype() == bf16);
+  CHECK(to_dtype(file.tensors[0].second, f32).to_vector<float>() == to_dtype(w, f32).to_vector<float>());
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(bytes.find("\"BF16\"") != std::string::npos);
+  std::remove(path.c_str());
+}
+
 TEST_CASE("a file written byte by byte to the safetensors spec loads") {
   const std::string path = temp_path("spec.safetensors");
   // Two tensors: "a" F32 [2] = {1.5, -2}, "b" I64 [1] = {7}; little-endian data after the header.

@@ -2,6 +2,8 @@
 // kernels and agrees with the fast kernels.
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -74,4 +76,41 @@ TEST_CASE("LOOM_KERNELS=reference selects the reference kernels at start-up") {
   const char* env = std::getenv("LOOM_KERNELS");
   bool want_reference = env && std::string(env) == "reference";
   CHECK((kernel_mode() == KernelMode::reference) == want_reference);
+}
+
+TEST_CASE("bfloat16 matmul: oneDNN and the reference loop agree with float64 on the same bf16 inputs") {
+  // Both accumulate in float32 and round once to bf16, so each element is within
+  // one bf16 rounding (2^-8 relative) of the exact product of the rounded inputs,
+  // plus float32 summation error (tiny at k = 64).
+  Tensor a = to_dtype(randn({3, 40, 64}), bf16);
+  Tensor b = to_dtype(randn({50, 64}), bf16);
+  Tensor bt = transpose(b, 0, 1);  // broadcast over the batch, transposed: the kernel makes it dense
+  Tensor exact = matmul(to_dtype(a, f64), to_dtype(bt, f64));
+  Tensor fast = matmul(a, bt);
+  Tensor reference = [&] {
+    KernelModeGuard guard(KernelMode::reference);
+    return matmul(a, bt);
+  }();
+  CHECK(fast.dtype() == bf16);
+  CHECK(fast.shape() == Shape{3, 40, 50});
+  for (const Tensor& result : {fast, reference}) {
+    std::vector<double> got = result.to_vector<double>(), want = exact.to_vector<double>();
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(got[i] - want[i]) / (std::abs(want[i]) + 1e-3));
+    INFO("worst relative error ", worst);
+    CHECK(worst <= 0x1p-8 + 1e-4);
+  }
+}
+
+TEST_CASE("bfloat16 matmul: the same bits for 1 and 2 threads") {
+  Tensor a = to_dtype(randn({768, 512}), bf16);
+  Tensor b = to_dtype(randn({512, 1024}), bf16);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::vector<float> two = matmul(a, b).to_vector<float>();
+  omp_set_num_threads(1);
+  std::vector<float> one = matmul(a, b).to_vector<float>();
+  omp_set_num_threads(threads);
+  CHECK(one == two);
 }

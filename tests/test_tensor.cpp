@@ -1,6 +1,10 @@
 // Tensor basics: creation, dtypes, element access, casts, printing.
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <cmath>
+#include <limits>
+
 #include "loom/backend.h"
 #include "loom/ops.h"
 
@@ -34,6 +38,37 @@ TEST_CASE("explicit casts between the four dtypes") {
   CHECK(to_dtype(to_dtype(x, i32), f64).to_vector<double>() == std::vector<double>{1, -2, 3});
   CHECK(to_dtype(x, b8).to_vector<bool>() == std::vector<bool>{true, true, true});
   CHECK(x.to(f32).dtype() == f32);
+}
+
+TEST_CASE("bfloat16: round to nearest even, NaN and infinity kept, printing, no arithmetic without a kernel") {
+  // 1 + 2^-8 lies halfway between bf16 neighbours 1 and 1 + 2^-7: ties go to the even one (1).
+  CHECK(bfloat16(1.0f + 0x1p-8f).bits == 0x3f80);
+  // 1 + 3*2^-8 lies halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even): rounds up.
+  CHECK(bfloat16(1.0f + 3 * 0x1p-8f).bits == 0x3f82);
+  CHECK(bfloat16(1.0f + 0x1p-8f + 0x1p-20f).bits == 0x3f81);  // past halfway: up
+  CHECK(static_cast<float>(bfloat16(-2.5f)) == -2.5f);
+  CHECK(std::isnan(static_cast<float>(bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  CHECK(std::isnan(static_cast<float>(bfloat16(std::bit_cast<float>(0x7f800001u)))));  // a NaN never rounds to inf
+  CHECK(std::isinf(static_cast<float>(bfloat16(std::numeric_limits<float>::infinity()))));
+  CHECK(std::isinf(static_cast<float>(bfloat16(3.4e38f))));  // past bf16's largest finite: overflows as RNE says
+
+  Tensor x = tensor({1.0 + 0x1p-8, -2.5, 3.0, 1e-3});
+  Tensor b = to_dtype(x, bf16);
+  CHECK(b.dtype() == bf16);
+  CHECK(dtype_size(bf16) == 2);
+  CHECK(to_dtype(b, f32).to_vector<float>() ==
+        std::vector<float>{1.0f, -2.5f, 3.0f, static_cast<float>(bfloat16(1e-3f))});
+  CHECK(to_dtype(b, i64).to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3, 0});
+  CHECK(tensor({0.5, 2.0}, bf16).str() == "tensor([0.5000, 2.0000], dtype=bfloat16)");
+  CHECK(full({2}, 3.0, {bf16}).to_vector<float>() == std::vector<float>{3.0f, 3.0f});
+  std::string message;
+  try {
+    (void)(b + b);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("no kernel for") != std::string::npos);
+  CHECK(message.find("bfloat16") != std::string::npos);
 }
 
 TEST_CASE("arithmetic on integers stays integer; int64 sums exactly") {

@@ -95,7 +95,7 @@ template <typename T>
 std::vector<T> Tensor::to_vector() const {
   LOOM_CHECK(device().is_cpu(), "to_vector: tensor is on {}; copy it to the cpu first", device());
   std::vector<T> out(static_cast<size_t>(numel()));
-  dispatch_all(dtype(), "to_vector", [&](auto tag) {
+  dispatch_storage(dtype(), "to_vector", [&](auto tag) {
     using S = typename decltype(tag)::type;
     const S* base = static_cast<const S*>(raw_data());
     const int64_t n = numel();
@@ -181,7 +181,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
 
 void device_fill(const Tensor& t, double value) {
   LOOM_CHECK(t.is_contiguous(), "device_fill: tensor of shape {} with strides {} must be contiguous", t.shape(), t.strides());
-  dispatch_all(t.dtype(), "device_fill", [&](auto tag) {
+  dispatch_storage(t.dtype(), "device_fill", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value);
     KernelScope device_call;
@@ -203,7 +203,7 @@ namespace {
 template <typename T>
 Tensor tensor_from(const std::vector<T>& values, const Shape& shape, DType dtype) {
   Tensor out = Tensor::empty(shape, {dtype});
-  dispatch_all(dtype, "tensor", [&](auto tag) {
+  dispatch_storage(dtype, "tensor", [&](auto tag) {
     using S = typename decltype(tag)::type;
     S* p = static_cast<S*>(out.raw_data());
     for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<S>(values[i]);

@@ -24,13 +24,15 @@ const char* safetensors_dtype(DType t) {
     case DType::i32: return "I32";
     case DType::i64: return "I64";
     case DType::b8: return "BOOL";
+    case DType::bf16: return "BF16";
   }
   return "?";
 }
 
 bool dtype_from_safetensors(const std::string& s, DType& t) {
   static const std::pair<const char*, DType> table[] = {
-      {"F32", DType::f32}, {"F64", DType::f64}, {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::b8}};
+      {"F32", DType::f32}, {"F64", DType::f64}, {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::b8},
+      {"BF16", DType::bf16}};
   for (const auto& [name, dtype] : table)
     if (s == name) {
       t = dtype;

@@ -1,5 +1,6 @@
 // CPU kernel of copy_/clone/to_dtype/contiguous (ops/src/copy.cpp): the loop
-// engine with a cast as the functor, or the plain loop.
+// engine with a cast as the functor, or the plain loop. Every dtype pair,
+// bfloat16 included (float32 -> bfloat16 rounds to nearest even).
 #include "loom/kernel_table.h"
 #include "loom/kernels/functors.h"
 #include "loom/kernels/loops.h"
@@ -11,7 +12,7 @@ namespace loom {
 namespace {
 template <typename In, bool Fast>
 void copy_kernel(const Tensor& dst, const Tensor& src) {
-  dispatch_all(dst.dtype(), "copy", [&](auto out_tag) {
+  dispatch_storage(dst.dtype(), "copy", [&](auto out_tag) {
     using Out = typename decltype(out_tag)::type;
     if constexpr (Fast) kernels::unary_loop<In, Out>(dst, src, fn::Cast<Out>{});
     else kernels::reference_unary<In, Out>(dst, src, fn::Cast<Out>{});
@@ -26,7 +27,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_copy) {
-  kernels::for_each_type(kernels::AllTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(kernels::StorageTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -1,22 +1,26 @@
 #pragma once
 // Element types. float32 trains, float64 checks gradients, int32/int64 index,
-// boolean holds masks and comparison results (one byte per element).
+// boolean holds masks and comparison results (one byte per element), bfloat16
+// carries mixed-precision matmul operands (only ops with a bf16 kernel take it).
 #include <cstdint>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
+#include "loom/bfloat16.h"
 #include "loom/error.h"
 
 namespace loom {
 
-enum class DType : uint8_t { f32, f64, i32, i64, b8 };
-inline constexpr int kDTypes = 5;
+enum class DType : uint8_t { f32, f64, i32, i64, b8, bf16 };
+inline constexpr int kDTypes = 6;
 
 inline constexpr DType f32 = DType::f32;
 inline constexpr DType f64 = DType::f64;
 inline constexpr DType i32 = DType::i32;
 inline constexpr DType i64 = DType::i64;
 inline constexpr DType b8 = DType::b8;
+inline constexpr DType bf16 = DType::bf16;
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
@@ -25,6 +29,7 @@ constexpr size_t dtype_size(DType t) {
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::b8: return 1;
+    case DType::bf16: return 2;
   }
   return 0;
 }
@@ -36,11 +41,12 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::i32: return "int32";
     case DType::i64: return "int64";
     case DType::b8: return "bool";
+    case DType::bf16: return "bfloat16";
   }
   return "?";
 }
 
-constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64; }
+constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::bf16; }
 
 template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
@@ -48,11 +54,13 @@ template <> constexpr DType dtype_of<double>() { return DType::f64; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
 template <> constexpr DType dtype_of<bool>() { return DType::b8; }
+template <> constexpr DType dtype_of<bfloat16>() { return DType::bf16; }
 
 template <typename T> struct TypeTag { using type = T; };
 
 // Runs fn(TypeTag<T>{}) for the C++ type behind `t`: dtype dispatch happens once
 // per op call, never per element. `op` names the caller in the error message.
+// bfloat16 is left out: an op computes on it only through a bf16 kernel.
 template <typename Fn>
 decltype(auto) dispatch_all(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
@@ -61,8 +69,17 @@ decltype(auto) dispatch_all(DType t, std::string_view op, Fn&& fn) {
     case DType::i32: return fn(TypeTag<int32_t>{});
     case DType::i64: return fn(TypeTag<int64_t>{});
     case DType::b8: return fn(TypeTag<bool>{});
+    case DType::bf16: fail("{}: no kernel for bfloat16 (cast to float32 first)", op);
   }
   fail("{}: unknown dtype", op);
+}
+
+// Every dtype, bfloat16 included: for what only moves or converts elements
+// (copies and casts, filling, reading values out, printing).
+template <typename Fn>
+decltype(auto) dispatch_storage(DType t, std::string_view op, Fn&& fn) {
+  if (t == DType::bf16) return fn(TypeTag<bfloat16>{});
+  return dispatch_all(t, op, std::forward<Fn>(fn));
 }
 
 template <typename Fn>
@@ -70,7 +87,7 @@ decltype(auto) dispatch_floating(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
     case DType::f32: return fn(TypeTag<float>{});
     case DType::f64: return fn(TypeTag<double>{});
-    default: fail("{}: expected a floating dtype (float32 or float64), got {}", op, dtype_name(t));
+    default: fail("{}: expected float32 or float64, got {}", op, dtype_name(t));
   }
 }
 
