@@ -152,7 +152,8 @@ TEST_CASE("on a GPU: the caching allocator reuses blocks and empty_cache gives t
 TEST_CASE("the cuda kernel table covers every CPU kernel but the named gaps") {
   // (op, dtype) pairs the CPU has and cuda does not; a new CPU kernel without a
   // cuda twin fails here until it gets one or joins this list.
-  const std::set<std::string> gaps = {};
+  // bfloat16 came to the CPU (issue 13) after the cuda kernels were written (issue 9: to do).
+  const std::set<std::string> gaps = {"copy bfloat16", "matmul bfloat16"};
   std::set<std::string> missing;
   for (const KernelKey& k : registered_kernels())
     if (k.device == DeviceType::cpu && !supports(k.op, Device::cuda(0), k.dtype))
