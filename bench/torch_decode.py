@@ -4,10 +4,10 @@
 Loads loom's model.safetensors and its SentencePiece vocabulary, rebuilds the same
 Transformer from the weights (post- or pre-norm, tied embeddings, sinusoidal
 positions, ReLU feed-forward, layer-norm eps from the config) and decodes the way
-loom does: batches of --batch lines of similar length, the source cut to max_len - 1
+loom does: batches of up to --batch lines of one length (no padding), the source cut to max_len - 1
 pieces plus eos, at most source length + --extra-len tokens (and max_len - 1), keys
 and values cached per decoder layer, the source's projected once, finished
-sentences dropped from the batch, lines batched by length. Prints the seconds it took (loading and
+sentences dropped from the batch. Prints the seconds it took (loading and
 tokenizing included, as for the loom command) and writes the translations.
 """
 import argparse
@@ -163,11 +163,17 @@ def main():
     lines = read_lines(a.input)
     tokens = 0
     ids = [spm.encode(line)[: config["max_len"] - 1] + [EOS] for line in lines]
-    order = sorted(range(len(lines)), key=lambda i: len(ids[i]))  # stable, like loom's batches of similar length
+    order = sorted(range(len(lines)), key=lambda i: len(ids[i]))  # stable, like loom's
+    batches, first = [], 0
+    while first < len(order):  # up to --batch lines of the same length, as loom batches them
+        last = first
+        while last < len(order) and last - first < a.batch and len(ids[order[last]]) == len(ids[order[first]]):
+            last += 1
+        batches.append(order[first:last])
+        first = last
     translations = [""] * len(lines)
     with torch.inference_mode():
-        for first in range(0, len(lines), a.batch):
-            batch = order[first:first + a.batch]
+        for batch in batches:
             longest = max(len(ids[i]) for i in batch)
             src = torch.tensor([ids[i] + [PAD] * (longest - len(ids[i])) for i in batch], dtype=torch.long)
             for i, hyp in zip(batch, model.greedy(src, min(longest + a.extra_len, config["max_len"] - 1))):
