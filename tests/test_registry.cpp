@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "loom/backend.h"
 #include "loom/explain.h"
@@ -95,6 +98,71 @@ TEST_CASE("the ops of the foundation are all registered") {
     INFO(required);
     CHECK(names.count(required) == 1);
   }
+}
+
+namespace {
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot read ", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+}  // namespace
+
+TEST_CASE("docs/adding-an-op.md: the op it adds, softplus, is registered and checked") {
+  const OpInfo* softplus_op = nullptr;
+  for (const auto& op : registered_ops())
+    if (op.name == "softplus") softplus_op = &op;
+  REQUIRE(softplus_op != nullptr);
+  CHECK(softplus_op->differentiable);
+  auto results = check_op(*softplus_op);
+  size_t gradchecks = 0, gradgrads = 0;
+  for (const auto& r : results) {
+    INFO(describe(r));
+    CHECK(r.passed);
+    gradchecks += r.check == "gradcheck";
+    gradgrads += r.check == "gradgradcheck";
+  }
+  CHECK(gradchecks == softplus_op->samples.size());
+  CHECK(gradgrads == softplus_op->samples.size());
+
+  // Stable at both ends: x for large x, e^x for very negative x (log(1 + e^x) would give inf and 0).
+  for (DType dtype : {DType::f32, DType::f64}) {
+    INFO(dtype_name(dtype));
+    auto y = softplus(from_vector(std::vector<double>{100.0, -80.0, 0.0, 1.0}, {4}, {dtype})).to_vector<double>();
+    const double tol = dtype == DType::f32 ? 1e-6 : 1e-14;
+    CHECK(y[0] == doctest::Approx(100.0).epsilon(tol));
+    CHECK(y[1] == doctest::Approx(std::exp(-80.0)).epsilon(tol));
+    CHECK(y[2] == doctest::Approx(std::log(2.0)).epsilon(tol));
+    CHECK(y[3] == doctest::Approx(std::log1p(std::exp(1.0))).epsilon(tol));
+  }
+}
+
+TEST_CASE("docs/adding-an-op.md shows the real code: the op file whole, the other lines verbatim") {
+  const std::string guide = read_text(LOOM_SOURCE_DIR "/docs/adding-an-op.md");
+  const std::string op_file = read_text(LOOM_SOURCE_DIR "/ops/src/softplus.cpp");
+  std::string others;  // the files the smaller blocks come from
+  for (const char* path : {"/ops/include/loom/kernels/functors.h", "/ops/cpu/elementwise.cpp",
+                           "/cuda/src/elementwise_ops.h", "/ops/include/loom/ops/elementwise.h"})
+    others += read_text(std::string(LOOM_SOURCE_DIR) + path);
+  const std::string open = "```cpp\n";
+  size_t blocks = 0, op_file_blocks = 0;
+  for (size_t start = guide.find(open); start != std::string::npos; start = guide.find(open, start)) {
+    start += open.size();
+    size_t end = guide.find("```", start);
+    REQUIRE(end != std::string::npos);
+    const std::string block = guide.substr(start, end - start);
+    ++blocks;
+    if (block == op_file) ++op_file_blocks;
+    else {
+      INFO(block);
+      CHECK(others.find(block) != std::string::npos);
+    }
+    start = end + 3;
+  }
+  CHECK(blocks == 5);
+  CHECK(op_file_blocks == 1);
 }
 
 TEST_CASE("tolerances are the documented, fixed ones") {

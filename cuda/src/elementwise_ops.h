@@ -13,7 +13,7 @@
   X(neg, Neg, Numeric) X(abs, Abs, Numeric) X(sign, Sign, Numeric) X(relu, Relu, Numeric) X(step, Step, Numeric) \
   X(clamp, Clamp, Numeric) X(clamp_mask, ClampMask, Floating) X(exp, Exp, Floating) X(log, Log, Floating)        \
   X(tanh, Tanh, Floating) X(sqrt, Sqrt, Floating) X(rsqrt, Rsqrt, Floating) X(sigmoid, Sigmoid, Floating)        \
-  X(pow, PowScalar, Floating) X(gelu, Gelu, Floating)
+  X(softplus, Softplus, Floating) X(pow, PowScalar, Floating) X(gelu, Gelu, Floating)
 
 // X(name, functor, types): out = functor(a, b) of one type.
 #define LOOM_CUDA_BINARY_OPS(X)                                                                                 \

@@ -101,6 +101,7 @@ LOOM_KERNELS(cpu_elementwise) {
   unary<fn::Sqrt>("sqrt", Floating{});
   unary<fn::Rsqrt>("rsqrt", Floating{});
   unary<fn::Sigmoid>("sigmoid", Floating{});
+  unary<fn::Softplus>("softplus", Floating{});
   unary<fn::PowScalar>("pow", Floating{});
   register_kernel<kernels::UnaryKernel>("gelu", DeviceType::cpu, DType::f32, gelu_float_fast,
                                         unary_reference<float, fn::GeluReference>);

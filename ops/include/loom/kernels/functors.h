@@ -61,6 +61,17 @@ struct Sigmoid {
 // g * y * (1 - y) from y = sigmoid(x): the derivative of sigmoid in terms of its output.
 struct SigmoidBackward { template <typename T> LOOM_HD T operator()(T y, T g) const { return g * y * (T(1) - y); } };
 
+// log(1 + e^x) = max(x, 0) + log(1 + e^-|x|): e^-|x| <= 1 never overflows, so
+// large x gives x and very negative x gives log1p(e^x) ~ e^x, with no cancellation.
+struct Softplus {
+  template <typename T> LOOM_HD T operator()(T a) const {
+    using std::log1p;
+    T positive = a > T(0) ? a : T(0);
+    T negative_abs = a > T(0) ? -a : a;
+    return positive + static_cast<T>(log1p(Exp{}(negative_abs)));
+  }
+};
+
 // gelu(x) = x * Phi(x), Phi the standard normal CDF = (1 + erf(x / sqrt 2)) / 2
 // (the exact form, PyTorch's default approximate='none').
 inline constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)

@@ -22,6 +22,8 @@ Tensor sign(const Tensor& x, Where where = Where::current());
 Tensor sigmoid(const Tensor& x, Where where = Where::current());
 // grad * y * (1 - y) (sigmoid's derivative in terms of its output y).
 Tensor sigmoid_backward(const Tensor& y, const Tensor& grad, Where where = Where::current());
+// log(1 + e^x), computed without overflow (a smooth relu; derivative sigmoid(x)).
+Tensor softplus(const Tensor& x, Where where = Where::current());
 // x * Phi(x) with Phi the standard normal CDF (the exact erf form).
 Tensor gelu(const Tensor& x, Where where = Where::current());
 // grad * (Phi(x) + x * phi(x)) (gelu's derivative in terms of its input x).
