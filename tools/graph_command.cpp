@@ -312,8 +312,7 @@ void add_graph_command(CLI::App& app) {
       std::fwrite(dot.data(), 1, dot.size(), file);
       LOOM_CHECK(std::fclose(file) == 0, "graph: cannot write {}", dot_path);
     }
-    render_dot(dot, "svg", f->out + ".svg");
-    render_dot(dot, "png", f->out + ".png");
+    render_dot(dot, {{"svg", f->out + ".svg"}, {"png", f->out + ".png"}});
     fmt::print("loss {:.6g}\n", loss.detach().to(kCPU).to_vector<double>()[0]);
     if (trace.first_nan_forward) fmt::print("first NaN/Inf in the forward pass: {}\n", trace.first_nan_forward->name);
     if (trace.first_nan_backward)
