@@ -89,6 +89,26 @@ TEST_CASE("gelu (exact erf form) values and gradient") {
                           1.0833154705876864, 1.011945647204184});
 }
 
+// PyTorch's gelu(x, approximate='tanh'), float64, values and gradient; the two
+// forms differ by up to ~2e-4 on these points, far above check_values' tolerance.
+TEST_CASE("gelu tanh approximation: values and gradient as PyTorch's approximate='tanh'") {
+  auto x = from_vector(kX, {7}, {f64});
+  check_values(gelu(x, GeluApproximate::tanh),
+               {-0.015084266089998577, -0.15880800939172324, -0.100324649298315, 0.0, 0.34571400982514394,
+                0.8411919906082768, 2.996362607918227});
+  CHECK(amax(abs(sub(gelu(x, GeluApproximate::tanh), gelu(x)))).item<double>() > 4e-4);
+  CHECK(amax(abs(sub(gelu(x, GeluApproximate::none), gelu(x)))).item<double>() == 0.0);
+  x.requires_grad_();
+  gelu(x, GeluApproximate::tanh).sum().backward();
+  check_values(x.grad(), {-0.03795157621266618, -0.08296408384578252, 0.30464590484893955, 0.5, 0.8673699035346424,
+                          1.0829640838457826, 1.0115841666309695});
+  auto xf = from_vector(std::vector<float>{-3.f, -0.5f, 0.7f, 2.f}, {4}, {f32});
+  auto yf = gelu_tanh(xf).to_vector<float>();
+  const std::vector<double> torch_f64 = {-0.0036373920817729943, -0.15428599017485606, 0.5305701347051167,
+                                         1.954597694087775};
+  for (size_t i = 0; i < yf.size(); ++i) CHECK(yf[i] == doctest::Approx(torch_f64[i]).epsilon(1e-6));
+}
+
 // float32 gelu takes the vector Phi of kernels/vec_math.h (not libm's erff).
 // Truth in double from erfc, not erf: 1 + erf(x / sqrt 2) cancels for negative
 // x even in double (at x = -10, Phi = 7.6e-24 is far below double's epsilon).

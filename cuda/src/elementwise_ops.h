@@ -13,6 +13,7 @@
   X(neg, Neg, Numeric) X(abs, Abs, Numeric) X(sign, Sign, Numeric) X(relu, Relu, Numeric) X(step, Step, Numeric) \
   X(clamp, Clamp, Numeric) X(clamp_mask, ClampMask, Floating) X(exp, Exp, Floating) X(log, Log, Floating)        \
   X(tanh, Tanh, Floating) X(sqrt, Sqrt, Floating) X(rsqrt, Rsqrt, Floating) X(sigmoid, Sigmoid, Floating)        \
+  X(gelu_tanh, GeluTanh, Floating)                                                                              \
   X(softplus, Softplus, Floating) X(pow, PowScalar, Floating) X(gelu, Gelu, Floating)
 
 // X(name, functor, types): out = functor(a, b) of one type.
@@ -21,7 +22,7 @@
   X(maximum, Maximum, Numeric) X(minimum, Minimum, Numeric) X(maximum_share, MaximumShare, Floating)             \
   X(minimum_share, MinimumShare, Floating) X(relu_backward, ReluBackward, Floating)                             \
   X(tanh_backward, TanhBackward, Numeric) X(sigmoid_backward, SigmoidBackward, Floating)                        \
-  X(gelu_backward, GeluBackward, Floating)
+  X(gelu_backward, GeluBackward, Floating) X(gelu_tanh_backward, GeluTanhBackward, Floating)
 
 // X(name, functor, types): bool out = functor(a, b).
 #define LOOM_CUDA_COMPARE_OPS(X) \

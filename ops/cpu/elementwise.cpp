@@ -106,6 +106,7 @@ LOOM_KERNELS(cpu_elementwise) {
   register_kernel<kernels::UnaryKernel>("gelu", DeviceType::cpu, DType::f32, gelu_float_fast,
                                         unary_reference<float, fn::GeluReference>);
   unary<fn::Gelu, fn::GeluReference>("gelu", TypeList<double>{});
+  unary<fn::GeluTanh>("gelu_tanh", Floating{});
 
   binary<fn::Add>("add", Numeric{});
   binary<fn::Sub>("sub", Numeric{});
@@ -119,6 +120,7 @@ LOOM_KERNELS(cpu_elementwise) {
   binary<fn::TanhBackward>("tanh_backward", Numeric{});
   binary<fn::SigmoidBackward>("sigmoid_backward", Floating{});
   binary<fn::GeluBackward, fn::GeluBackwardReference>("gelu_backward", Floating{});
+  binary<fn::GeluTanhBackward>("gelu_tanh_backward", Floating{});
 
   compare<fn::Eq>("eq", All{});
   compare<fn::Ne>("ne", All{});

@@ -118,6 +118,30 @@ struct GeluBackward {
   }
 };
 
+// gelu with PyTorch's approximate='tanh' (BERT's and GPT-2's form):
+//   y = x/2 * (1 + tanh(u)),  u = sqrt(2/pi) * (x + 0.044715 x^3)
+// One formula for every kernel: tanh vectorizes well enough, and the CUDA kernel
+// runs the same code. Like PyTorch, -inf gives NaN (-inf * 0).
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
+inline constexpr double kGeluTanhCubic = 0.044715;
+struct GeluTanh {
+  template <typename T> LOOM_HD T operator()(T x) const {
+    using std::tanh;
+    T u = T(kSqrt2OverPi) * (x + T(kGeluTanhCubic) * x * x * x);
+    return T(0.5) * x * (T(1) + tanh(u));
+  }
+};
+// g * y'(x) = g * ((1 + t)/2 + x/2 * (1 - t^2) * u'),  t = tanh(u), u' = sqrt(2/pi) * (1 + 3 * 0.044715 x^2)
+struct GeluTanhBackward {
+  template <typename T> LOOM_HD T operator()(T x, T g) const {
+    using std::tanh;
+    T x2 = x * x;
+    T t = tanh(T(kSqrt2OverPi) * (x + T(kGeluTanhCubic) * x2 * x));
+    T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluTanhCubic) * x2);
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+  }
+};
+
 // min(max(x, lo), hi); NaN passes through (both comparisons are false).
 struct Clamp {
   double lo, hi;

@@ -28,6 +28,13 @@ Tensor softplus(const Tensor& x, Where where = Where::current());
 Tensor gelu(const Tensor& x, Where where = Where::current());
 // grad * (Phi(x) + x * phi(x)) (gelu's derivative in terms of its input x).
 Tensor gelu_backward(const Tensor& x, const Tensor& grad, Where where = Where::current());
+// PyTorch's gelu(x, approximate=...): none is the exact form above, tanh is gelu_tanh.
+enum class GeluApproximate { none, tanh };
+Tensor gelu(const Tensor& x, GeluApproximate approximate, Where where = Where::current());
+// x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) (gelu's tanh approximation).
+Tensor gelu_tanh(const Tensor& x, Where where = Where::current());
+// grad * gelu_tanh'(x).
+Tensor gelu_tanh_backward(const Tensor& x, const Tensor& grad, Where where = Where::current());
 // min(max(x, min), max); an error when min > max.
 Tensor clamp(const Tensor& x, double min, double max, Where where = Where::current());
 
