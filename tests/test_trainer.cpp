@@ -286,6 +286,50 @@ TEST_CASE("checkpoints: every N steps, the last K kept, the best by validation l
         std::string::npos);
 }
 
+TEST_CASE("best/ by a validation score (e.g. BLEU): the highest score, not the lowest loss, also across a resume") {
+  const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
+  TrainerOptions o = small_run();
+  o.max_steps = 12;
+  o.save_every = 4;
+  const std::string dir = run_folder("best-by-score");
+  // A score that peaks at step 4, while the validation loss goes on falling.
+  auto score_hooks = [](std::vector<Evaluation>& seen, const Trainer*& trainer) {
+    TrainerHooks hooks;
+    hooks.validation_score = [&trainer](Transformer& model) {
+      CHECK_FALSE(model.is_training());  // scored in eval mode
+      const double from_peak = static_cast<double>(trainer->step() - 4);
+      return 100 - from_peak * from_peak;
+    };
+    hooks.evaluated = [&seen](const Evaluation& e) { seen.push_back(e); };
+    return hooks;
+  };
+  std::vector<Evaluation> seen;
+  const Trainer* current = nullptr;
+  {
+    Trainer t(tiny_config(), o, train, val, dir);
+    current = &t;
+    CHECK(t.run(score_hooks(seen, current)));
+    CHECK(t.model().is_training());  // back in training mode after each score
+  }
+  REQUIRE(seen.size() == 3);  // steps 4, 8, 12
+  CHECK(seen[2].step == 12);
+  CHECK(std::min(seen[1].val_loss, seen[2].val_loss) < seen[0].val_loss);  // by loss, best/ would move on
+  CHECK(*seen[0].val_score == 100);
+  CHECK((seen[0].best && !seen[1].best && !seen[2].best));
+  CHECK(nn::load_safetensors(dir + "/best/model.safetensors").metadata.at("step") == "4");
+  CHECK(nn::load_safetensors(dir + "/best/model.safetensors").metadata.at("val_score") == "100.000000");
+  // Resumed, the run remembers the best score: later, lower scores do not replace it.
+  auto resumed = Trainer::resume(dir, train, val, [](TrainerOptions& saved) { saved.max_steps = 16; });
+  current = resumed.get();
+  seen.clear();
+  CHECK(resumed->run(score_hooks(seen, current)));
+  REQUIRE(!seen.empty());
+  CHECK(seen.back().step == 16);
+  CHECK(*seen.back().val_score == 100 - 12 * 12);
+  for (const Evaluation& e : seen) CHECK_FALSE(e.best);
+  CHECK(nn::load_safetensors(dir + "/best/model.safetensors").metadata.at("step") == "4");
+}
+
 TEST_CASE("a diverged run stops with an error naming the step, and every file saved before stays as it was") {
   const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
   TrainerOptions o = small_run();

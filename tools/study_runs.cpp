@@ -93,28 +93,9 @@ double validation_cross_entropy(models::Transformer& model, const StudyCorpus& c
 }
 
 double validation_bleu(models::Transformer& model, const StudyCorpus& corpus) {
-  constexpr size_t kBatch = 32;
-  std::vector<std::string> hypotheses;
-  for (size_t first = 0; first < corpus.val.size(); first += kBatch) {
-    const size_t last = std::min(corpus.val.size(), first + kBatch);
-    size_t longest = 0;
-    for (size_t i = first; i < last; ++i) longest = std::max(longest, corpus.val[i].src.size() + 1);
-    std::vector<int64_t> flat;
-    for (size_t i = first; i < last; ++i) {
-      std::vector<int64_t> ids = corpus.val[i].src;
-      ids.push_back(models::Vocabulary::kEos);
-      ids.resize(longest, models::Vocabulary::kPad);
-      flat.insert(flat.end(), ids.begin(), ids.end());
-    }
-    const auto rows = static_cast<int64_t>(last - first), cols = static_cast<int64_t>(longest);
-    Tensor out = models::greedy_decode(model, from_vector(flat, {rows, cols}, {DType::i64}), models::Vocabulary::kBos,
-                                       models::Vocabulary::kEos, std::min<int64_t>(cols + 10, kMaxLen));
-    const std::vector<int64_t> ids = out.to(kCPU).to_vector<int64_t>();
-    const int64_t width = out.shape()[1];
-    for (int64_t r = 0; r < rows; ++r)
-      hypotheses.push_back(corpus.vocab->decode({ids.begin() + r * width, ids.begin() + (r + 1) * width}));
-  }
-  return models::corpus_bleu(hypotheses, {corpus.val_references}).score;
+  std::vector<std::vector<int64_t>> sources;
+  for (const models::EncodedPair& pair : corpus.val) sources.push_back(pair.src);
+  return models::greedy_bleu(model, *corpus.vocab, sources, corpus.val_references, 10);
 }
 
 }  // namespace loom::tools

@@ -41,8 +41,9 @@ struct TrainOptions {
                     resume;
   int64_t vocab = 8000;
   double dropout = -1, attention_dropout = -1, relu_dropout = -1;  // -1: the preset's (attention, relu: --dropout's)
+  int64_t d_model = 0, d_ff = 0, heads = 0, layers = 0;             // 0: the preset's
   int threads = 2;
-  std::string device = "cpu";
+  std::string device = "cpu", best_by = "bleu";
   models::TrainerOptions t;
 };
 
@@ -57,6 +58,10 @@ std::map<std::string, std::string> fixed_flags(const TrainOptions& o) {
           {"--attention-dropout", fmt::format("{}", o.attention_dropout)},
           {"--relu-dropout", fmt::format("{}", o.relu_dropout)},
           {"--positions", o.positions},
+          {"--d-model", std::to_string(o.d_model)},
+          {"--d-ff", std::to_string(o.d_ff)},
+          {"--heads", std::to_string(o.heads)},
+          {"--layers", std::to_string(o.layers)},
           {"--max-tokens", std::to_string(o.t.max_tokens)},
           {"--max-len", std::to_string(o.t.max_len)},
           {"--accum", std::to_string(o.t.accum)},
@@ -184,6 +189,11 @@ models::TransformerConfig make_config(const TrainOptions& o, int64_t vocab_size)
   if (o.attention_dropout >= 0) config.attention_dropout = o.attention_dropout;
   if (o.relu_dropout >= 0) config.relu_dropout = o.relu_dropout;
   config.learned_positions = o.positions == "learned";
+  if (o.d_model > 0) config.d_model = o.d_model;
+  if (o.d_ff > 0) config.d_ff = o.d_ff;
+  if (o.heads > 0) config.heads = o.heads;
+  if (o.layers > 0) config.encoder_layers = config.decoder_layers = o.layers;
+  config.validate();  // e.g. --d-model not a multiple of --heads
   return config;
 }
 
@@ -198,12 +208,13 @@ models::TrainerHooks monitoring_hooks(TrainingMonitor& monitor) {
     monitor.step_done(r.step, r.epoch, r.loss, r.window_loss, r.tgt_tokens, r.lr);
   };
   hooks.evaluated = [&monitor](const models::Evaluation& e) {
-    monitor.validation(e.step, e.epoch, e.val_loss);
+    monitor.validation(e.step, e.epoch, e.val_loss, e.val_score);
+    const std::string bleu = e.val_score ? fmt::format(", BLEU {:.2f}", *e.val_score) : "";
     const std::string best = e.best ? " (best so far)" : "";
-    monitor.print(e.epoch_end ? fmt::format("epoch {:3d} done: step {}, validation loss {:.4f}{}; saved {}", e.epoch,
-                                            e.step, e.val_loss, best, e.saved)
-                              : fmt::format("step {:6d}: validation loss {:.4f}{}; saved {}", e.step, e.val_loss,
-                                            best, e.saved));
+    monitor.print(e.epoch_end ? fmt::format("epoch {:3d} done: step {}, validation loss {:.4f}{}{}; saved {}", e.epoch,
+                                            e.step, e.val_loss, bleu, best, e.saved)
+                              : fmt::format("step {:6d}: validation loss {:.4f}{}{}; saved {}", e.step, e.val_loss,
+                                            bleu, best, e.saved));
   };
   hooks.message = [&monitor](const std::string& text) { monitor.print(text); };
   hooks.stop = &stop_requested;
@@ -282,15 +293,27 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
                                       [&](models::TrainerOptions& saved) { saved = o.t; });
   }
   const models::TransformerConfig& config = trainer->config();
-  fmt::print("model: '{}' preset, {} parameters, d_model {}, {}+{} layers, dropout {} (attention {}, relu {}), {} "
+  fmt::print("model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, dropout {} (attention {}, relu {}), {} "
              "positions; {} threads\n",
-             o.preset, trainer->model().parameter_count(), config.d_model, config.encoder_layers,
+             o.preset, trainer->model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
              config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
              config.learned_positions ? "learned" : "sinusoid", o.threads);
   std::fflush(stdout);
   TrainingMonitor monitor(trainer->model(), monitor_options(o, total_steps, config));
   models::TrainerHooks hooks = monitoring_hooks(monitor);
   poison_for_tests(hooks, *trainer);
+  // --best-by bleu: greedy BLEU of every validation sentence at each checkpoint.
+  std::vector<std::vector<int64_t>> val_sources;
+  if (o.best_by == "bleu") {
+    for (const std::string& line : val.src) {
+      std::vector<int64_t> ids = vocab.encode(line);
+      if (static_cast<int64_t>(ids.size()) > config.max_len - 2) ids.resize(static_cast<size_t>(config.max_len - 2));
+      val_sources.push_back(std::move(ids));
+    }
+    hooks.validation_score = [&](models::Transformer& model) {
+      return models::greedy_bleu(model, vocab, val_sources, val.tgt);
+    };
+  }
   stop_requested.store(false);
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
@@ -348,10 +371,20 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--positions", o->positions, "sinusoid (the paper's) or learned (Table 3, row E)")
       ->capture_default_str()
       ->check(CLI::IsMember({"sinusoid", "learned"}));
+  cmd->add_option("--d-model", o->d_model, "model width (default: the preset's)")->check(in_range(1, 65536));
+  cmd->add_option("--d-ff", o->d_ff, "feed-forward inner width (default: the preset's)")->check(in_range(1, 1 << 20));
+  cmd->add_option("--heads", o->heads, "attention heads, dividing --d-model (default: the preset's)")
+      ->check(in_range(1, 1024));
+  cmd->add_option("--layers", o->layers, "encoder and decoder layers each (default: the preset's)")
+      ->check(in_range(1, 256));
   cmd->add_option("--label-smoothing", t.label_smoothing, "label smoothing")
       ->capture_default_str()
       ->check(in_range(0, 1, true));
   add_threads_option(*cmd, o->threads);
+  cmd->add_option("--best-by", o->best_by,
+                  "what best/ keeps: bleu (greedy BLEU of the validation set, printed at each checkpoint) or loss")
+      ->check(CLI::IsMember({"bleu", "loss"}))
+      ->capture_default_str();
   add_device_option(*cmd, o->device);
   cmd->add_option("--seed", t.seed, "initialization, shuffling and dropout seed")->capture_default_str();
   cmd->add_option("--log-every", t.log_every, "steps between progress lines")->capture_default_str()->check(at_least(1));

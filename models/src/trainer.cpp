@@ -272,6 +272,13 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   meta["step"] = std::to_string(step_);
   meta["epoch"] = std::to_string(e.epoch);
   meta["val_loss"] = fmt::format("{:.6f}", e.val_loss);
+  if (hooks.validation_score) {
+    NoGradGuard no_grad;
+    model_->eval();
+    e.val_score = hooks.validation_score(*model_);
+    model_->train();
+    meta["val_score"] = fmt::format("{:.6f}", *e.val_score);
+  }
   if (kept_count(options_) > 0) {
     nn::save(*model_, (fs::path(out_) / kept_name(step_)).string(), meta);
     prune_kept();
@@ -279,7 +286,9 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   const std::string latest = (fs::path(out_) / "model.safetensors").string();
   nn::save(*model_, latest, meta);
   e.saved = latest;
-  if (!has_best_ || e.val_loss < best_val_loss_) {
+  const bool better = e.val_score ? !has_best_score_ || *e.val_score > best_val_score_
+                                  : !has_best_ || e.val_loss < best_val_loss_;
+  if (better) {
     const fs::path best = fs::path(out_) / "best";
     fs::create_directories(best);
     nn::save(*model_, (best / "model.safetensors").string(), meta);
@@ -287,6 +296,10 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
       copy_file_atomic(fs::path(out_) / metadata_.at("vocabulary"), best / metadata_.at("vocabulary"));
     best_val_loss_ = e.val_loss;
     has_best_ = e.best = true;
+    if (e.val_score) {
+      best_val_score_ = *e.val_score;
+      has_best_score_ = true;
+    }
   }
   last_checkpoint_step_ = step_;
   last_saved_ = fmt::format("'{}' keeps step {}", latest, step_);
@@ -348,6 +361,7 @@ void Trainer::save_state() {
                    {"train_pairs", train_.size()},
                    {"train_fingerprint", fingerprint(train_)}};
   if (has_best_) progress["best_val_loss"] = best_val_loss_;
+  if (has_best_score_) progress["best_val_score"] = best_val_score_;
   nn::Metadata meta = {{"format", kStateFormat},
                        {"version", kStateVersion},
                        {"config", config_.to_json()},
@@ -429,6 +443,10 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::vector<Enc
     if (p.contains("best_val_loss")) {
       t->has_best_ = true;
       t->best_val_loss_ = p.at("best_val_loss").get<double>();
+    }
+    if (p.contains("best_val_score")) {
+      t->has_best_score_ = true;
+      t->best_val_score_ = p.at("best_val_score").get<double>();
     }
   } catch (const json::exception& e) {
     fail("train: cannot read the training state '{}': {}", path, e.what());

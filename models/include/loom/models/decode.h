@@ -13,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "loom/models/data.h"
 #include "loom/models/transformer.h"
 
 namespace loom::models {
@@ -22,6 +23,13 @@ namespace loom::models {
 // ids including bos, padded with pad_id after eos (eval mode, no graph).
 Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len);
 Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len);
+
+// Corpus BLEU (sacreBLEU's default) of greedy translations of `sources` (pieces,
+// without eos) against `references`, one each: a training run's validation score.
+// Sentences are decoded in batches of similar length, at most source length +
+// `extra_len` tokens each, on the device of the model's parameters.
+double greedy_bleu(Transformer& model, const Vocabulary& vocab, const std::vector<std::vector<int64_t>>& sources,
+                   const std::vector<std::string>& references, int64_t extra_len = 50);
 
 struct BeamOptions {
   int64_t beam = 4;

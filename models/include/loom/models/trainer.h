@@ -3,7 +3,8 @@
 // the Noam schedule, label smoothing, batches of similar-length pairs under a
 // token budget, plus what a long run needs: gradient accumulation, global
 // gradient-norm clipping, checkpoints every N steps or M minutes (the last K
-// kept, the best by validation loss, the average of the last K), and exact
+// kept, the best by validation loss or by a score such as validation BLEU, the
+// average of the last K), and exact
 // resume: a run stopped at step N and resumed makes the same updates, bit for
 // bit, as one that never stopped.
 //
@@ -13,7 +14,8 @@
 //                                moments and counts, the step, the position in the
 //                                data order and both random streams' offsets
 //   step-<N>.safetensors         the last `keep_last` models (for averaging)
-//   best/model.safetensors       the model with the lowest validation loss so far
+//   best/model.safetensors       the model with the lowest validation loss so far, or
+//                                the highest validation score (TrainerHooks::validation_score)
 //   average/model.safetensors    the mean of the last `average_last` models (at the end)
 // all written through loom/atomic_file.h; the state last, so it never names a
 // step whose files are missing. The training state is not a model: its metadata
@@ -69,7 +71,8 @@ struct StepReport {
 struct Evaluation {
   int64_t step = 0, epoch = 0;
   double val_loss = 0;
-  bool best = false;         // the lowest so far (best/ was written)
+  std::optional<double> val_score;  // TrainerHooks::validation_score's, when given
+  bool best = false;         // the best so far (best/ was written)
   bool epoch_end = false;
   std::string saved;         // the checkpoint written
 };
@@ -80,6 +83,10 @@ struct TrainerHooks {
   std::function<void(const StepReport&)> step_done;     // after the update
   std::function<void(const Evaluation&)> evaluated;     // after a checkpoint
   std::function<void(const std::string&)> message;      // other news (resumed, averaged, interrupted)
+  // At each checkpoint, with the model in eval mode and no graph: a score of the
+  // model, higher is better (e.g. greedy BLEU on the validation set). When set,
+  // best/ keeps the highest score instead of the lowest validation loss.
+  std::function<double(Transformer&)> validation_score;
   const std::atomic<bool>* stop = nullptr;              // set (e.g. by SIGINT): save the state and return
 };
 
@@ -158,8 +165,8 @@ class Trainer {
   int64_t step_ = 0, epoch_ = 1, batch_in_epoch_ = 0;
   uint64_t epoch_shuffle_offset_ = 0;  // shuffle_'s offset before this epoch's batches were drawn
   double window_loss_ = 0, window_tokens_ = 0;
-  double best_val_loss_ = 0;
-  bool has_best_ = false;
+  double best_val_loss_ = 0, best_val_score_ = 0;
+  bool has_best_ = false, has_best_score_ = false;
   int64_t last_checkpoint_step_ = -1;
   std::string last_saved_;  // for the divergence message
   std::chrono::steady_clock::time_point last_save_time_;

@@ -1,0 +1,44 @@
+// greedy_bleu (loom/models/decode.h): the validation BLEU of a model in training.
+#include <algorithm>
+#include <numeric>
+
+#include "loom/models/bleu.h"
+#include "loom/models/decode.h"
+#include "loom/ops.h"
+
+namespace loom::models {
+
+double greedy_bleu(Transformer& model, const Vocabulary& vocab, const std::vector<std::vector<int64_t>>& sources,
+                   const std::vector<std::string>& references, int64_t extra_len) {
+  LOOM_CHECK(sources.size() == references.size(), "greedy_bleu: {} sources but {} references", sources.size(),
+             references.size());
+  constexpr size_t kBatch = 64;
+  const Device device = model.parameters().front().device();
+  // Shortest first, so each batch pads little; hypotheses go back to their lines.
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
+  std::vector<std::string> hypotheses(sources.size());
+  for (size_t first = 0; first < order.size(); first += kBatch) {
+    const size_t last = std::min(order.size(), first + kBatch);
+    const size_t longest = sources[order[last - 1]].size() + 1;  // + eos
+    std::vector<int64_t> flat;
+    for (size_t i = first; i < last; ++i) {
+      std::vector<int64_t> ids = sources[order[i]];
+      ids.push_back(Vocabulary::kEos);
+      ids.resize(longest, Vocabulary::kPad);
+      flat.insert(flat.end(), ids.begin(), ids.end());
+    }
+    const auto rows = static_cast<int64_t>(last - first), cols = static_cast<int64_t>(longest);
+    const int64_t max_len = std::min<int64_t>(cols + extra_len, model.config().max_len - 1);
+    Tensor out = greedy_decode(model, from_vector(flat, {rows, cols}, {DType::i64}).to(device), Vocabulary::kBos,
+                               Vocabulary::kEos, max_len);
+    const std::vector<int64_t> ids = out.to(kCPU).to_vector<int64_t>();
+    const int64_t width = out.shape()[1];
+    for (int64_t r = 0; r < rows; ++r)
+      hypotheses[order[first + static_cast<size_t>(r)]] = vocab.decode({ids.begin() + r * width, ids.begin() + (r + 1) * width});
+  }
+  return corpus_bleu(hypotheses, {references}).score;
+}
+
+}  // namespace loom::models
