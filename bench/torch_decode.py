@@ -42,7 +42,7 @@ def load_safetensors(path):
 class Model:
     def __init__(self, w, config):
         known = {"src_vocab", "tgt_vocab", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers", "dropout",
-                 "max_len", "pad_id", "share_embeddings", "pre_norm", "layer_norm_eps"}
+                 "attention_dropout", "relu_dropout", "max_len", "pad_id", "share_embeddings", "pre_norm", "layer_norm_eps"}
         for key, value in config.items():
             if key not in known and value not in (False, 0, None, "sinusoidal"):
                 raise SystemExit(f"torch_decode.py: config field {key}={value} is not modelled here")

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "loom/kernel_table.h"
+#include "loom/matmul_precision.h"
 #include "loom/ops.h"
 
 using namespace loom;
@@ -113,4 +114,86 @@ TEST_CASE("bfloat16 matmul: the same bits for 1 and 2 threads") {
   std::vector<float> one = matmul(a, b).to_vector<float>();
   omp_set_num_threads(threads);
   CHECK(one == two);
+}
+
+namespace {
+// Rounds a float32 tensor to bfloat16 and back: the values a bf16 product reads.
+Tensor bf16_rounded(const Tensor& x) { return to_dtype(to_dtype(x, bf16), f64); }
+
+// The largest error of `got` against `want`, each element's measured against the
+// sum of its products' magnitudes (|a| @ |b|): what bounds a float32 sum's error.
+double worst_relative(const Tensor& got, const Tensor& want, const Tensor& magnitude) {
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>(), s = magnitude.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]) / s[i]);
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, float32 sums and result") {
+  Tensor a = randn({3, 40, 64});
+  Tensor bt = transpose(randn({50, 64}), 0, 1);  // broadcast over the batch and transposed, as in a linear layer
+  Tensor float32_result = matmul(a, bt);
+  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+  Tensor fast = matmul(a, bt);
+  Tensor reference = [&] {
+    KernelModeGuard guard(KernelMode::reference);
+    return matmul(a, bt);
+  }();
+  CHECK(fast.dtype() == f32);
+  CHECK(fast.shape() == Shape{3, 40, 50});
+  if (!cpu_bf16_matmul_available()) {
+    MESSAGE("this CPU has no AVX512-BF16: bf16 precision must stay float32");
+    CHECK(fast.to_vector<float>() == float32_result.to_vector<float>());
+    return;
+  }
+  // Exact products of the rounded operands, up to float32 summation error (at most
+  // k * 2^-24 = 4e-6 of the magnitudes' sum at k = 64); the float32 result is off by
+  // the operands' bf16 rounding (up to 2^-8 relative per product), far more.
+  Tensor exact = matmul(bf16_rounded(a), bf16_rounded(bt));
+  Tensor magnitude = matmul(abs(bf16_rounded(a)), abs(bf16_rounded(bt)));
+  CHECK(worst_relative(fast, exact, magnitude) <= 4e-6);
+  CHECK(worst_relative(reference, exact, magnitude) <= 4e-6);
+  CHECK(worst_relative(float32_result, exact, magnitude) >= 1e-3);
+}
+
+TEST_CASE("bf16 matmul precision: the same bits for 1 and 2 threads") {
+  if (!cpu_bf16_matmul_available()) return;
+  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+  const int threads = omp_get_max_threads();
+  // A large product, a long inner dimension with a small output (where a library
+  // would split the sums across threads), and a batch of small ones.
+  for (auto [sa, sb] : {std::pair{Shape{768, 512}, Shape{512, 1024}}, {Shape{16, 4096}, Shape{4096, 64}},
+                        {Shape{64, 12, 24}, Shape{64, 24, 24}}}) {
+    Tensor a = randn(sa), b = randn(sb);
+    omp_set_num_threads(2);
+    std::vector<float> two = matmul(a, b).to_vector<float>();
+    omp_set_num_threads(1);
+    std::vector<float> one = matmul(a, b).to_vector<float>();
+    omp_set_num_threads(threads);
+    CHECK(one == two);
+  }
+}
+
+TEST_CASE("a training step in bf16 matmul precision: the reference kernels match the fast ones, float32 is near") {
+  if (!cpu_bf16_matmul_available()) return;
+  StepResult float32_step = training_step();
+  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+  StepResult fast = training_step();
+  StepResult reference = [] {
+    KernelModeGuard guard(KernelMode::reference);
+    return training_step();
+  }();
+  CHECK(fast.loss == doctest::Approx(reference.loss).epsilon(1e-5));
+  CHECK(fast.loss == doctest::Approx(float32_step.loss).epsilon(1e-2));
+  CHECK(fast.loss != float32_step.loss);  // the products did round
+  for (size_t p = 0; p < fast.grads.size(); ++p) {
+    double worst = 0, largest = 0;
+    for (size_t i = 0; i < fast.grads[p].size(); ++i) {
+      worst = std::max(worst, std::abs(double(fast.grads[p][i]) - reference.grads[p][i]));
+      largest = std::max(largest, std::abs(double(reference.grads[p][i])));
+    }
+    INFO("parameter ", p, ": max difference ", worst, " (largest gradient ", largest, ")");
+    CHECK(worst <= 1e-5 * (1 + largest));
+  }
 }

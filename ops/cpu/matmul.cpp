@@ -1,15 +1,20 @@
 // CPU kernels of matmul (ops/src/matmul.cpp): OpenBLAS sgemm/dgemm beside the
 // plain reference triple loop, a teaching pair. A transposed operand is passed
 // to BLAS as transposed (no copy); batches and row (or column) blocks of each
-// product run in one OpenMP loop of single-threaded gemms.
+// product run in one OpenMP loop of single-threaded gemms. In bf16 matmul
+// precision (loom/matmul_precision.h) each float32 block is rounded to bfloat16
+// and multiplied by oneDNN instead; the reference rounds the same way.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "loom/autograd.h"
 #include "loom/kernel_table.h"
+#include "loom/matmul_precision.h"
+#include "onednn_gemm.h"
 #include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 #include "loom/ops.h"
@@ -41,7 +46,37 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
-// The plain reference: three loops per batch, reading through the strides.
+// Whether this product runs in bf16: float32 operands, bf16 precision asked for,
+// and a CPU that has the instructions (otherwise it stays float32).
+template <typename T>
+bool in_bf16() {
+  return std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bf16 && onednn::bf16_available();
+}
+
+// A float32 operand as stored (rows x cols with row stride ld), rounded to bfloat16
+// into a dense per-thread buffer; returns the buffer (row stride cols).
+const bfloat16* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, int64_t ld,
+                                std::vector<bfloat16>& buffer) {
+  buffer.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) buffer[r * cols + c] = bfloat16(data[r * ld + c]);
+  return buffer.data();
+}
+
+// One block's product in bf16: both operands rounded as stored (a transposed one
+// stays transposed), then oneDNN's bf16 gemm with float32 sums.
+void gemm_bf16(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t n, int64_t k, const float* a,
+               const float* b, float* c, int64_t ldc) {
+  thread_local std::vector<bfloat16> a16, b16;
+  const bool ta = la.trans == CblasTrans, tb = lb.trans == CblasTrans;
+  const int64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
+  const bfloat16* pa = rounded_to_bf16(a, ta ? k : m, a_cols, la.ld, a16);
+  const bfloat16* pb = rounded_to_bf16(b, tb ? n : k, b_cols, lb.ld, b16);
+  onednn::gemm_bf16(ta, tb, m, n, k, pa, a_cols, pb, b_cols, c, ldc);
+}
+
+// The plain reference: three loops per batch, reading through the strides (in
+// bf16 precision, with each operand rounded to bfloat16 and float32 sums).
 template <typename T>
 void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Shape& batch) {
   int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[a.dim() - 1];
@@ -52,6 +87,8 @@ void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const
   Shape b_batch_strides(b.strides().begin(), b.strides().end() - 2);
   int64_t sam = a.strides()[a.dim() - 2], sak = a.strides()[a.dim() - 1];
   int64_t sbk = b.strides()[b.dim() - 2], sbn = b.strides()[b.dim() - 1];
+  const bool bf16 = in_bf16<T>();
+  auto rounded = [bf16](T x) { return bf16 ? static_cast<T>(static_cast<float>(bfloat16(static_cast<float>(x)))) : x; };
   for (int64_t bi = 0; bi < shape_numel(batch); ++bi) {
     const T* A = pa + strided_offset(bi, batch, a_batch_strides);
     const T* B = pb + strided_offset(bi, batch, b_batch_strides);
@@ -59,7 +96,7 @@ void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         T acc = 0;
-        for (int64_t p = 0; p < k; ++p) acc += A[i * sam + p * sak] * B[p * sbk + j * sbn];
+        for (int64_t p = 0; p < k; ++p) acc += rounded(A[i * sam + p * sak]) * rounded(B[p * sbk + j * sbn]);
         C[i * n + j] = acc;
       }
   }
@@ -104,6 +141,12 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   const int64_t blocks = (split_size + kBlock - 1) / kBlock;
   const T* a_base = pa;
   const T* b_base = pb;
+  const bool bf16 = in_bf16<T>();
+  auto block_gemm = [&](int64_t bm, int64_t bn, const T* A, const T* B, T* C) {
+    if constexpr (std::is_same_v<T, float>)
+      if (bf16) return gemm_bf16(*la, *lb, bm, bn, k, A, B, C, n);
+    gemm<T>(la->trans, lb->trans, bm, bn, k, A, la->ld, B, lb->ld, C, n);
+  };
   auto work = [&](int64_t item) {
     int64_t bi = item / blocks, block = item % blocks;
     const T* A = a_base + strided_offset(bi, batch, a_batch_strides);
@@ -115,9 +158,9 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
       return op.trans == CblasNoTrans ? base + i * op.ld + j : base + j * op.ld + i;
     };
     if (split_rows)
-      gemm<T>(la->trans, lb->trans, count, n, k, at(A, *la, start, 0), la->ld, B, lb->ld, C + start * n, n);
+      block_gemm(count, n, at(A, *la, start, 0), B, C + start * n);
     else
-      gemm<T>(la->trans, lb->trans, m, count, k, A, la->ld, at(B, *lb, 0, start), lb->ld, C + start, n);
+      block_gemm(m, count, A, at(B, *lb, 0, start), C + start);
   };
   const int64_t items = batches * blocks;
   // Always inside a parallel region, even for one item: outside one, OpenBLAS would

@@ -55,6 +55,9 @@ Tensor sum_to(const Tensor& x, const Shape& shape, Where where = Where::current(
 // ---- linear algebra ----
 // Matrix product with NumPy semantics: 1-D, 2-D, and batched with broadcast batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b, Where where = Where::current());
+// Whether float32 matmuls on the CPU can run in bf16 (loom/matmul_precision.h):
+// the CPU has AVX512-BF16. Without it, bf16 precision computes in float32.
+bool cpu_bf16_matmul_available();
 
 // ---- views (share storage) and copies ----
 Tensor reshape(const Tensor& x, const Shape& shape, Where where = Where::current());
