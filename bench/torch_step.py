@@ -65,6 +65,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json")
+    # loom's --precision bf16 against PyTorch's mixed precision: autocast to bf16 (forward and loss)
+    ap.add_argument("--precision", default="float32", choices=["float32", "bf16"])
     ap.add_argument("--device", default="cpu")  # cpu, cuda or cuda:N, as for loom
     ap.add_argument("--peak-tflops", type=float, default=0)  # loom's MFU flag; bench/step.sh prints both MFUs
     a = ap.parse_args()
@@ -79,12 +81,13 @@ def main():
     tgt_out = torch.randint(3, a.vocab, (a.batch, a.tgt_len)).to(device)
     params = sum(p.numel() for p in model.parameters())
     print(f"torch {torch.__version__} bench step: '{a.preset}' (d_model {d}, d_ff {ff}, heads {heads}, "
-          f"{layers}+{layers} layers, dropout {a.dropout}), vocabulary {a.vocab}, {params} parameters, {a.threads} threads, device {device}")
+          f"{layers}+{layers} layers, dropout {a.dropout}), vocabulary {a.vocab}, {params} parameters, {a.threads} threads, device {device}, {'bf16 autocast' if a.precision == 'bf16' else 'float32'}")
     times = []
     for s in range(a.warmup + a.steps):
         t0 = time.perf_counter()
-        logits = model(src, tgt_in)
-        loss = F.cross_entropy(logits.reshape(-1, a.vocab), tgt_out.reshape(-1), label_smoothing=0.1, ignore_index=0)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits = model(src, tgt_in)
+            loss = F.cross_entropy(logits.reshape(-1, a.vocab), tgt_out.reshape(-1), label_smoothing=0.1, ignore_index=0)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -26,7 +26,7 @@ struct StepOptions {
   int64_t batch = 64, src_len = 24, tgt_len = 24, vocab = 8000;
   int threads = 2, steps = 10, warmup = 3;
   double dropout = 0.1;
-  std::string json, device = "cpu";
+  std::string json, device = "cpu", precision = "float32";
   double peak_tflops = 0;  // the device's peak for float32 matmuls: MFU printed when given
 };
 
@@ -53,6 +53,7 @@ Tensor random_ids(int64_t batch, int64_t len, int64_t vocab, Generator& gen) {
 
 void run_bench_step(const StepOptions& opt) {
   use_threads(opt.threads);
+  const std::string precision = use_precision(opt.precision) ? "bf16 matmuls" : "float32";
   const Device device = parse_device(opt.device);
   models::TransformerConfig config = models::presets::by_name(opt.preset, opt.vocab);
   config.dropout = opt.dropout;
@@ -70,8 +71,8 @@ void run_bench_step(const StepOptions& opt) {
              "vocabulary {}, {} parameters\n",
              opt.preset, config.d_model, config.d_ff, config.heads, config.encoder_layers, config.decoder_layers,
              config.dropout, opt.vocab, model.parameter_count());
-  fmt::print("batch {} x {} source / {} target tokens, float32, {} threads, device {}; {} warm-up + {} timed steps\n",
-             opt.batch, opt.src_len, opt.tgt_len, opt.threads, device, opt.warmup, opt.steps);
+  fmt::print("batch {} x {} source / {} target tokens, {}, {} threads, device {}; {} warm-up + {} timed steps\n",
+             opt.batch, opt.src_len, opt.tgt_len, precision, opt.threads, device, opt.warmup, opt.steps);
   std::vector<double> times;
   double loss_value = 0;
   for (int s = 0; s < opt.warmup + opt.steps; ++s) {
@@ -100,7 +101,7 @@ void run_bench_step(const StepOptions& opt) {
   const double peak_tensors_mb = static_cast<double>(allocator(device).stats().peak_bytes_in_use) / (1024.0 * 1024.0);
   fmt::print("memory: peak RSS {:.0f} MB, peak tensor memory in use {:.0f} MiB\n", peak_rss_mb, peak_tensors_mb);
   if (!opt.json.empty()) {
-    nlohmann::json out = {{"tool", "loom"},          {"preset", opt.preset},      {"threads", opt.threads},
+    nlohmann::json out = {{"tool", "loom"},          {"preset", opt.preset},      {"threads", opt.threads}, {"precision", precision},
                           {"batch", opt.batch},      {"src_len", opt.src_len},    {"tgt_len", opt.tgt_len},
                           {"vocab", opt.vocab},      {"parameters", model.parameter_count()},
                           {"median_s", median},      {"min_s", best},             {"steps", opt.steps},
@@ -122,6 +123,7 @@ void add_bench_step_command(CLI::App& bench) {
   step->add_option("--vocab", opt->vocab, "vocabulary size")->capture_default_str()->check(in_range(5, models::TransformerConfig::kMaxVocab));
   step->add_option("--dropout", opt->dropout, "dropout probability")->capture_default_str()->check(in_range(0, 1, true));
   add_threads_option(*step, opt->threads);
+  add_precision_option(*step, opt->precision);
   step->add_option("--steps", opt->steps, "timed steps")->capture_default_str()->check(at_least(1));
   step->add_option("--warmup", opt->warmup, "untimed steps first")->capture_default_str()->check(at_least(0));
   step->add_option("--json", opt->json, "write the results to this JSON file");

@@ -43,7 +43,7 @@ struct TrainOptions {
   double dropout = -1, attention_dropout = -1, relu_dropout = -1;  // -1: the preset's (attention, relu: --dropout's)
   int64_t d_model = 0, d_ff = 0, heads = 0, layers = 0;             // 0: the preset's
   int threads = 2;
-  std::string device = "cpu", best_by = "bleu";
+  std::string device = "cpu", best_by = "bleu", precision = "float32";
   models::TrainerOptions t;
 };
 
@@ -58,6 +58,7 @@ std::map<std::string, std::string> fixed_flags(const TrainOptions& o) {
           {"--attention-dropout", fmt::format("{}", o.attention_dropout)},
           {"--relu-dropout", fmt::format("{}", o.relu_dropout)},
           {"--positions", o.positions},
+          {"--precision", o.precision},
           {"--d-model", std::to_string(o.d_model)},
           {"--d-ff", std::to_string(o.d_ff)},
           {"--heads", std::to_string(o.heads)},
@@ -163,6 +164,7 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd) {
   o.tgt = text("--tgt");
   o.preset = text("--preset");
   o.vocab = std::stoll(text("--vocab"));
+  o.precision = extra.count("--precision") ? extra.at("--precision") : "float32";  // older runs: float32
   if (cmd.get_option("--data")->count() == 0) o.data = text("data");
   // What may change: given again, it wins; otherwise the run's own value.
   models::TrainerOptions merged = saved.options;
@@ -259,6 +261,7 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
     o.out = o.resume;
     take_saved_options(o, cmd);
   }
+  if (!use_precision(o.precision)) o.precision = "float32";
   LOOM_CHECK(!o.data.empty(), "train: --data is required (the corpus folder)");
   LOOM_CHECK(o.t.max_tokens > o.t.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
              o.t.max_tokens, o.t.max_len);
@@ -294,10 +297,10 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
   }
   const models::TransformerConfig& config = trainer->config();
   fmt::print("model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, dropout {} (attention {}, relu {}), {} "
-             "positions; {} threads\n",
+             "positions; {} threads, {} matmuls\n",
              o.preset, trainer->model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
              config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
-             config.learned_positions ? "learned" : "sinusoid", o.threads);
+             config.learned_positions ? "learned" : "sinusoid", o.threads, o.precision);
   std::fflush(stdout);
   TrainingMonitor monitor(trainer->model(), monitor_options(o, total_steps, config));
   models::TrainerHooks hooks = monitoring_hooks(monitor);
@@ -381,6 +384,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(in_range(0, 1, true));
   add_threads_option(*cmd, o->threads);
+  add_precision_option(*cmd, o->precision);
   cmd->add_option("--best-by", o->best_by,
                   "what best/ keeps: bleu (greedy BLEU of the validation set, printed at each checkpoint) or loss")
       ->check(CLI::IsMember({"bleu", "loss"}))

@@ -21,12 +21,13 @@ struct TranslateOptions {
   int64_t nbest = 0;  // 0: one translation per line; N: the N best hypotheses with their scores
   double alpha = 0.6;
   int threads = 2;
-  std::string device = "cpu";
+  std::string device = "cpu", precision = "float32";
 };
 
 void run_translate(const TranslateOptions& o) {
   LOOM_CHECK(o.nbest <= o.beam, "translate: --nbest {} asks for more hypotheses than --beam {} keeps", o.nbest, o.beam);
   use_threads(o.threads);
+  use_precision(o.precision);
   const Device device = parse_device(o.device);
   const std::string checkpoint = o.model + "/model.safetensors";
   nn::TensorFile file = nn::load_safetensors(checkpoint);
@@ -120,6 +121,7 @@ void add_translate_commands(CLI::App& app) {
       ->capture_default_str()
       ->check(in_range(0, models::TransformerConfig::kMaxLen));
   add_threads_option(*cmd, o->threads);
+  add_precision_option(*cmd, o->precision);
   add_device_option(*cmd, o->device);
   cmd->callback([o] { run_translate(*o); });
 
