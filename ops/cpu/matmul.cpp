@@ -58,8 +58,12 @@ bool in_bf16() {
 const bfloat16* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, int64_t ld,
                                 std::vector<bfloat16>& buffer) {
   buffer.resize(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) buffer[r * cols + c] = bfloat16(data[r * ld + c]);
+  uint16_t* out = reinterpret_cast<uint16_t*>(buffer.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = data + r * ld;
+#pragma omp simd  // bfloat16's rounding is branch-free integer work: 16 lanes at a time
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = bfloat16::round_to_bf16_bits(row[c]);
+  }
   return buffer.data();
 }
 
