@@ -49,23 +49,33 @@ StepResult training_step() {
   for (const Tensor& p : params) result.grads.push_back(p.grad().to_vector<float>());
   return result;
 }
+
+// Runs f with every op on its reference kernel.
+template <typename F>
+auto on_reference_kernels(F f) {
+  KernelModeGuard guard(KernelMode::reference);
+  return f();
+}
+
+// One parameter's gradients: the largest |fast - reference| and the largest |reference|.
+std::pair<double, double> gradient_difference(const std::vector<float>& fast, const std::vector<float>& reference) {
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < fast.size(); ++i) {
+    worst = std::max(worst, std::abs(double(fast[i]) - reference[i]));
+    largest = std::max(largest, std::abs(double(reference[i])));
+  }
+  return {worst, largest};
+}
 }  // namespace
 
 TEST_CASE("a training step on the reference kernels matches the fast kernels") {
   StepResult fast = training_step();
-  StepResult reference = [] {
-    KernelModeGuard guard(KernelMode::reference);
-    return training_step();
-  }();
+  StepResult reference = on_reference_kernels(training_step);
   CHECK(std::isfinite(fast.loss));
   CHECK(fast.loss == doctest::Approx(reference.loss).epsilon(1e-5));
   REQUIRE(fast.grads.size() == reference.grads.size());
   for (size_t p = 0; p < fast.grads.size(); ++p) {
-    double worst = 0, largest = 0;
-    for (size_t i = 0; i < fast.grads[p].size(); ++i) {
-      worst = std::max(worst, std::abs(double(fast.grads[p][i]) - reference.grads[p][i]));
-      largest = std::max(largest, std::abs(double(reference.grads[p][i])));
-    }
+    auto [worst, largest] = gradient_difference(fast.grads[p], reference.grads[p]);
     INFO("parameter ", p, ": max difference ", worst, " (largest gradient ", largest, ")");
     CHECK(largest > 0);  // every parameter is trained
     CHECK(worst <= 1e-5 * (1 + largest));
@@ -88,10 +98,7 @@ TEST_CASE("bfloat16 matmul: oneDNN and the reference loop agree with float64 on 
   Tensor bt = transpose(b, 0, 1);  // broadcast over the batch, transposed: the kernel makes it dense
   Tensor exact = matmul(to_dtype(a, f64), to_dtype(bt, f64));
   Tensor fast = matmul(a, bt);
-  Tensor reference = [&] {
-    KernelModeGuard guard(KernelMode::reference);
-    return matmul(a, bt);
-  }();
+  Tensor reference = on_reference_kernels([&] { return matmul(a, bt); });
   CHECK(fast.dtype() == bf16);
   CHECK(fast.shape() == Shape{3, 40, 50});
   for (const Tensor& result : {fast, reference}) {
@@ -136,10 +143,7 @@ TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, flo
   Tensor float32_result = matmul(a, bt);
   MatmulPrecisionGuard precision(MatmulPrecision::bf16);
   Tensor fast = matmul(a, bt);
-  Tensor reference = [&] {
-    KernelModeGuard guard(KernelMode::reference);
-    return matmul(a, bt);
-  }();
+  Tensor reference = on_reference_kernels([&] { return matmul(a, bt); });
   CHECK(fast.dtype() == f32);
   CHECK(fast.shape() == Shape{3, 40, 50});
   if (!cpu_bf16_matmul_available()) {
@@ -180,19 +184,12 @@ TEST_CASE("a training step in bf16 matmul precision: the reference kernels match
   StepResult float32_step = training_step();
   MatmulPrecisionGuard precision(MatmulPrecision::bf16);
   StepResult fast = training_step();
-  StepResult reference = [] {
-    KernelModeGuard guard(KernelMode::reference);
-    return training_step();
-  }();
+  StepResult reference = on_reference_kernels(training_step);
   CHECK(fast.loss == doctest::Approx(reference.loss).epsilon(1e-5));
   CHECK(fast.loss == doctest::Approx(float32_step.loss).epsilon(1e-2));
   CHECK(fast.loss != float32_step.loss);  // the products did round
   for (size_t p = 0; p < fast.grads.size(); ++p) {
-    double worst = 0, largest = 0;
-    for (size_t i = 0; i < fast.grads[p].size(); ++i) {
-      worst = std::max(worst, std::abs(double(fast.grads[p][i]) - reference.grads[p][i]));
-      largest = std::max(largest, std::abs(double(reference.grads[p][i])));
-    }
+    auto [worst, largest] = gradient_difference(fast.grads[p], reference.grads[p]);
     INFO("parameter ", p, ": max difference ", worst, " (largest gradient ", largest, ")");
     CHECK(worst <= 1e-5 * (1 + largest));
   }
