@@ -53,7 +53,7 @@ Tensor random_ids(int64_t batch, int64_t len, int64_t vocab, Generator& gen) {
 
 void run_bench_step(const StepOptions& opt) {
   use_threads(opt.threads);
-  const std::string precision = use_precision(opt.precision) ? "bf16 matmuls" : "float32";
+  const std::string precision = use_precision(opt.precision, opt.device) ? "bf16 matmuls" : "float32";
   const Device device = parse_device(opt.device);
   models::TransformerConfig config = models::presets::by_name(opt.preset, opt.vocab);
   config.dropout = opt.dropout;

@@ -17,9 +17,10 @@ void add_bench_command(CLI::App& app, int& exit_code);
 void use_threads(int threads);
 void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
 // --precision float32|bf16 (loom/matmul_precision.h); use_precision sets it and says when
-// the CPU cannot: returns whether matmuls now run in bf16.
+// the CPU cannot: returns whether matmuls now run in bf16. bf16 on another device than
+// the CPU is an error (no GPU kernel reads the setting yet).
 void add_precision_option(CLI::App& cmd, std::string& precision);
-bool use_precision(const std::string& precision);
+bool use_precision(const std::string& precision, const std::string& device);
 // --device cpu|cuda|cuda:N, checked with loom::parse_device when the command runs
 // (one-line error without a GPU) (tools/device_option.cpp).
 void add_device_option(CLI::App& cmd, std::string& device);

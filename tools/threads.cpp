@@ -31,7 +31,11 @@ void add_precision_option(CLI::App& cmd, std::string& precision) {
       ->check(CLI::IsMember({"float32", "bf16"}));
 }
 
-bool use_precision(const std::string& precision) {
+bool use_precision(const std::string& precision, const std::string& device) {
+  LOOM_CHECK(precision != "bf16" || device == "cpu",
+             "--precision bf16 runs on the CPU only so far (the CUDA backend has no bf16 matmul yet): "
+             "use --precision float32 with --device {}",
+             device);
   if (precision != "bf16") {
     set_matmul_precision(MatmulPrecision::float32);
     return false;

@@ -261,7 +261,7 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
     o.out = o.resume;
     take_saved_options(o, cmd);
   }
-  if (!use_precision(o.precision)) o.precision = "float32";
+  if (!use_precision(o.precision, o.device)) o.precision = "float32";
   LOOM_CHECK(!o.data.empty(), "train: --data is required (the corpus folder)");
   LOOM_CHECK(o.t.max_tokens > o.t.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
              o.t.max_tokens, o.t.max_len);

@@ -27,7 +27,7 @@ struct TranslateOptions {
 void run_translate(const TranslateOptions& o) {
   LOOM_CHECK(o.nbest <= o.beam, "translate: --nbest {} asks for more hypotheses than --beam {} keeps", o.nbest, o.beam);
   use_threads(o.threads);
-  use_precision(o.precision);
+  use_precision(o.precision, o.device);
   const Device device = parse_device(o.device);
   const std::string checkpoint = o.model + "/model.safetensors";
   nn::TensorFile file = nn::load_safetensors(checkpoint);

@@ -8,6 +8,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
+#include <type_traits>
 #include <optional>
 #include <vector>
 
@@ -54,28 +56,51 @@ bool in_bf16() {
 }
 
 // A float32 operand as stored (rows x cols with row stride ld), rounded to bfloat16
-// into a dense per-thread buffer; returns the buffer (row stride cols).
-const bfloat16* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, int64_t ld,
-                                std::vector<bfloat16>& buffer) {
+// into a dense per-thread buffer; returns the buffer (row stride cols). Element is
+// bfloat16, or float for bfloat16 values held exactly in float32.
+template <typename Element>
+const Element* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, int64_t ld,
+                               std::vector<Element>& buffer) {
   buffer.resize(static_cast<size_t>(rows * cols));
-  uint16_t* out = reinterpret_cast<uint16_t*>(buffer.data());
+  using Stored = std::conditional_t<std::is_same_v<Element, float>, float, uint16_t>;
+  Stored* out = reinterpret_cast<Stored*>(buffer.data());
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = data + r * ld;
 #pragma omp simd  // bfloat16's rounding is branch-free integer work: 16 lanes at a time
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = bfloat16::round_to_bf16_bits(row[c]);
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint16_t bits = bfloat16::round_to_bf16_bits(row[c]);
+      if constexpr (std::is_same_v<Element, float>)
+        out[r * cols + c] = std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+      else
+        out[r * cols + c] = bits;
+    }
   }
   return buffer.data();
 }
+
+// Below this many multiply-adds a oneDNN call costs more than its arithmetic (about
+// 4 us each, against 0.1-0.6 us for sgemm on decoding's one-query attention products;
+// measured): such a block multiplies its bfloat16-rounded operands, held in float32,
+// with sgemm. A product of two bfloat16 values is exact in float32 and the sums are
+// float32, so it is the same arithmetic.
+constexpr int64_t kSmallBf16Product = 1 << 17;
 
 // One block's product in bf16: both operands rounded as stored (a transposed one
 // stays transposed), then oneDNN's bf16 gemm with float32 sums.
 void gemm_bf16(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t n, int64_t k, const float* a,
                const float* b, float* c, int64_t ldc) {
-  thread_local std::vector<bfloat16> a16, b16;
   const bool ta = la.trans == CblasTrans, tb = lb.trans == CblasTrans;
-  const int64_t a_cols = ta ? m : k, b_cols = tb ? k : n;
-  const bfloat16* pa = rounded_to_bf16(a, ta ? k : m, a_cols, la.ld, a16);
-  const bfloat16* pb = rounded_to_bf16(b, tb ? n : k, b_cols, lb.ld, b16);
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+  if (m * n * k < kSmallBf16Product) {
+    thread_local std::vector<float> a32, b32;
+    const float* pa = rounded_to_bf16(a, a_rows, a_cols, la.ld, a32);
+    const float* pb = rounded_to_bf16(b, b_rows, b_cols, lb.ld, b32);
+    cblas_sgemm(CblasRowMajor, la.trans, lb.trans, m, n, k, 1.0f, pa, a_cols, pb, b_cols, 0.0f, c, ldc);
+    return;
+  }
+  thread_local std::vector<bfloat16> a16, b16;
+  const bfloat16* pa = rounded_to_bf16(a, a_rows, a_cols, la.ld, a16);
+  const bfloat16* pb = rounded_to_bf16(b, b_rows, b_cols, lb.ld, b16);
   onednn::gemm_bf16(ta, tb, m, n, k, pa, a_cols, pb, b_cols, c, ldc);
 }
 
