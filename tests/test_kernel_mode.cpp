@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "loom/kernel_profile.h"
 #include "loom/kernel_table.h"
 #include "loom/matmul_precision.h"
 #include "loom/ops.h"
@@ -199,4 +200,42 @@ TEST_CASE("a training step in bf16 matmul precision: the reference kernels match
     INFO("parameter ", p, ": max difference ", worst, " (largest gradient ", largest, ")");
     CHECK(worst <= 1e-5 * (1 + largest));
   }
+}
+
+TEST_CASE("KernelProfile: each kernel's calls by phase, only while it lives, outermost calls only") {
+  Tensor a = randn({8, 16}), b = randn({16, 4});
+  a.requires_grad_();
+  b.requires_grad_();
+  Tensor unprofiled = matmul(a, b);  // before any profile: not counted
+  KernelProfile profile;
+  Tensor loss = matmul(a, b).sum();
+  loss.backward();  // matmul's backward: one product for each input
+  {
+    KernelPhase phase("optimizer");
+    NoGradGuard no_grad;
+    Tensor moved = a.detach() * 0.5;
+  }
+  auto calls = [&](std::string_view kernel, std::string_view phase) {
+    int64_t n = 0;
+    for (const KernelTime& row : profile.rows())
+      if (row.kernel == kernel && row.phase == phase) n += row.calls;
+    return n;
+  };
+  CHECK(calls("matmul", "forward") == 1);
+  CHECK(calls("matmul", "backward") == 2);
+  CHECK(calls("sum", "forward") == 1);
+  CHECK(calls("mul", "optimizer") == 1);
+  CHECK(calls("mul", "forward") == 0);
+  // BLAS cannot read a stride-0 row: the matmul kernel copies it with the copy kernel,
+  // whose time is matmul's own.
+  profile.clear();
+  Tensor product = matmul(expand(randn({1, 16}), {8, 16}), b.detach());
+  CHECK(calls("matmul", "forward") == 1);
+  CHECK(calls("copy", "forward") == 0);
+  const std::vector<KernelTime> rows = profile.rows();
+  for (size_t i = 1; i < rows.size(); ++i) CHECK(rows[i - 1].seconds >= rows[i].seconds);
+  CHECK(profile.kernel_seconds() > 0);
+  CHECK_THROWS_WITH_AS(KernelProfile{}, doctest::Contains("another profile is already collecting"), Error);
+  profile.clear();
+  CHECK(profile.rows().empty());
 }

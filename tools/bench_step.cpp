@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "loom/atomic_file.h"
 #include "loom/backend.h"
+#include "loom/kernel_profile.h"
 #include "options.h"
 #include "loom/models.h"
 #include "loom/ops.h"
@@ -28,6 +30,7 @@ struct StepOptions {
   double dropout = 0.1;
   std::string json, device = "cpu", precision = "float32";
   double peak_tflops = 0;  // the device's peak for float32 matmuls: MFU printed when given
+  bool profile = false;    // time every kernel over the timed steps (loom/kernel_profile.h)
 };
 
 // Matmul FLOPs of one forward pass (2 per multiply-add): projections, feed-forward,
@@ -49,6 +52,35 @@ Tensor random_ids(int64_t batch, int64_t len, int64_t vocab, Generator& gen) {
   std::vector<int64_t> ids(u.size());
   for (size_t i = 0; i < u.size(); ++i) ids[i] = 3 + static_cast<int64_t>(u[i] * static_cast<double>(vocab - 3));
   return from_vector(ids, {batch, len}, {DType::i64});
+}
+
+// The kernel profile of the timed steps, per step: each kernel's time in forward,
+// backward and the optimizer (slowest first, down to 0.5% of the step), then matmul's share and the rest's.
+nlohmann::json print_profile(const KernelProfile& profile, int steps, double step_seconds, const Device& device) {
+  const double per_step = 1.0 / steps;
+  auto share = [&](double seconds) { return 100 * seconds * per_step / step_seconds; };
+  fmt::print("kernel profile, per step ({} on {}; wall time of each kernel call{}):\n", steps == 1 ? "1 step" : fmt::format("mean of {} steps", steps),
+             device, device.is_cpu() ? "" : ", which on a GPU is its launch, not its run");
+  fmt::print("  {:<38} {:<9} {:>8} {:>10} {:>7}\n", "kernel", "phase", "calls", "ms", "share");
+  nlohmann::json rows = nlohmann::json::array();
+  double matmul = 0, in_kernels = 0, hidden = 0;
+  for (const KernelTime& row : profile.rows()) {
+    const double ms = 1e3 * row.seconds * per_step;
+    in_kernels += row.seconds;
+    if (row.kernel == "matmul") matmul += row.seconds;
+    rows.push_back({{"kernel", row.kernel}, {"phase", row.phase}, {"calls_per_step", row.calls * per_step}, {"ms_per_step", ms}});
+    if (share(row.seconds) < 0.5) {
+      hidden += row.seconds;
+      continue;
+    }
+    fmt::print("  {:<38} {:<9} {:>8.0f} {:>10.2f} {:>6.1f}%\n", row.kernel, row.phase,
+               static_cast<double>(row.calls) * per_step, ms, share(row.seconds));
+  }
+  fmt::print("  {:<38} {:<9} {:>8} {:>10.2f} {:>6.1f}%\n", "(smaller kernels)", "", "", 1e3 * hidden * per_step, share(hidden));
+  const double outside = steps * step_seconds - in_kernels;
+  fmt::print("matmul {:.1f}% of the step, other kernels {:.1f}%, outside kernels (autograd, allocation, glue) {:.1f}%\n",
+             share(matmul), share(in_kernels - matmul), share(outside));
+  return {{"kernels", rows}, {"matmul_share", share(matmul) / 100}, {"outside_kernels_share", share(outside) / 100}};
 }
 
 void run_bench_step(const StepOptions& opt) {
@@ -75,12 +107,17 @@ void run_bench_step(const StepOptions& opt) {
              opt.batch, opt.src_len, opt.tgt_len, precision, opt.threads, device, opt.warmup, opt.steps);
   std::vector<double> times;
   double loss_value = 0;
+  std::optional<KernelProfile> profile;
   for (int s = 0; s < opt.warmup + opt.steps; ++s) {
+    if (opt.profile && s == opt.warmup) profile.emplace();
     auto t0 = std::chrono::steady_clock::now();
     Tensor loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, config.pad_id);
     adam.zero_grad();
     loss.backward();
-    adam.step();
+    {
+      KernelPhase phase("optimizer");
+      adam.step();
+    }
     loss_value = loss.to(kCPU).item<double>();  // waits for the device: the step is done
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s >= opt.warmup) times.push_back(seconds);
@@ -90,6 +127,12 @@ void run_bench_step(const StepOptions& opt) {
   const double tokens = static_cast<double>(opt.batch * opt.tgt_len);
   fmt::print("step: median {:.1f} ms, min {:.1f} ms ({:.0f} target tokens/s at the median); last loss {:.4f}\n",
              median * 1e3, best * 1e3, tokens / median, loss_value);
+  nlohmann::json profile_json;
+  if (profile) {
+    double total = 0;
+    for (double t : times) total += t;
+    profile_json = print_profile(*profile, opt.steps, total / static_cast<double>(opt.steps), device);
+  }
   const double step_tflops = 3 * forward_flops(config, opt.batch, opt.src_len, opt.tgt_len) / median / 1e12;
   if (opt.peak_tflops > 0)
     fmt::print("model FLOP utilization: {:.1f}% ({:.2f} TFLOP/s of a {:.1f} TFLOP/s peak)\n",
@@ -107,6 +150,7 @@ void run_bench_step(const StepOptions& opt) {
                           {"median_s", median},      {"min_s", best},             {"steps", opt.steps},
                           {"peak_rss_mb", peak_rss_mb}, {"peak_tensor_mib", peak_tensors_mb},
                           {"device", device.str()},  {"step_tflops", step_tflops}};
+    if (profile) out["profile"] = profile_json;
     write_file(opt.json, out.dump(2) + "\n");
   }
 }
@@ -131,6 +175,8 @@ void add_bench_step_command(CLI::App& bench) {
   step->add_option("--peak-tflops", opt->peak_tflops, "the device's float32 matmul peak, for MFU (0: not printed)")
       ->capture_default_str()
       ->check(at_least(0));
+  step->add_flag("--profile", opt->profile,
+                 "print each kernel's time per step in forward and backward, and matmul's share of the step");
   step->callback([opt] { run_bench_step(*opt); });
 }
 

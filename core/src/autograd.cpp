@@ -19,6 +19,7 @@ std::atomic<bool> g_anomaly{false};
 thread_local int tls_callsite_depth = 0;
 thread_local std::source_location tls_callsite;
 thread_local const Node* tls_backward_node = nullptr;  // the node whose backward is running
+thread_local int tls_backward_passes = 0;                // backward passes running on this thread
 std::atomic<uint64_t> g_sequence{0};
 thread_local std::shared_ptr<const std::string> tls_scope;
 thread_local GradientTrace* tls_trace = nullptr;
@@ -27,6 +28,7 @@ GradientDensifier g_densifier = nullptr;
 }  // namespace
 
 bool grad_enabled() { return tls_grad_enabled; }
+bool in_backward() { return tls_backward_passes > 0; }
 void set_grad_enabled(bool enabled) { tls_grad_enabled = enabled; }
 bool anomaly_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
 void set_anomaly_enabled(bool enabled) { g_anomaly = enabled; }
@@ -314,6 +316,10 @@ struct Engine {
   }
 
   void run(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& seeds) {
+    struct Pass {  // in_backward() while this pass runs, gradient sums included
+      Pass() { ++tls_backward_passes; }
+      ~Pass() { --tls_backward_passes; }
+    } pass;
     collect(roots);
     for (size_t i = 0; i < roots.size(); ++i)
       if (roots[i] && needed.count(roots[i].get())) {

@@ -44,10 +44,12 @@ namespace detail {
 void register_erased_kernel(std::string_view op, DeviceType device, DType dtype, KernelEntry entry) {
   LOOM_CHECK(entry.fast != nullptr, "register_kernel: op '{}' on {} {} has no fast kernel", op,
              device_type_name(device), dtype_name(dtype));
-  KernelEntry& slot = table()[std::string(op)].entries[static_cast<int>(device)][static_cast<int>(dtype)];
+  auto row = table().try_emplace(std::string(op)).first;
+  KernelEntry& slot = row->second.entries[static_cast<int>(device)][static_cast<int>(dtype)];
   LOOM_CHECK(slot.fast == nullptr, "register_kernel: op '{}' has two kernels for {} {}", op, device_type_name(device),
              dtype_name(dtype));
   slot = entry;
+  slot.op = row->first;  // a map's keys stay put
 }
 
 const KernelEntry* lookup_kernel(std::string_view op, DeviceType device, DType dtype) {

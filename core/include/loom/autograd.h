@@ -18,6 +18,8 @@ namespace loom {
 
 // ---- grad mode ----
 bool grad_enabled();
+// Whether a backward pass (Tensor::backward or loom::grad) is running on this thread.
+bool in_backward();
 void set_grad_enabled(bool enabled);
 
 // Turns recording off in a scope (inference, optimizer updates).

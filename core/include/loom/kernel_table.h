@@ -18,6 +18,7 @@
 
 #include "loom/device.h"
 #include "loom/dtype.h"
+#include "loom/kernel_profile.h"
 
 namespace loom {
 
@@ -54,6 +55,7 @@ struct KernelEntry {
   std::type_index signature = typeid(void);
   ErasedKernel fast = nullptr;
   ErasedKernel reference = nullptr;  // null: the fast kernel is the only one
+  std::string_view op;               // the table's own copy of the op name
 };
 void register_erased_kernel(std::string_view op, DeviceType device, DType dtype, KernelEntry entry);
 // The entry, or null when the device has no kernel for this op and dtype.
@@ -62,19 +64,22 @@ const KernelEntry* lookup_kernel(std::string_view op, DeviceType device, DType d
 [[noreturn]] void kernel_signature_mismatch(std::string_view op, Device device, DType dtype);
 }  // namespace detail
 
-// A kernel found in the table; calling it opens a KernelScope.
+// A kernel found in the table; calling it opens a KernelScope (and is timed while a
+// KernelProfile collects: loom/kernel_profile.h).
 template <typename Fn>
 class Kernel {
  public:
-  explicit Kernel(Fn fn) : fn_(fn) {}
+  Kernel(Fn fn, std::string_view op) : fn_(fn), op_(op) {}
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
     KernelScope scope;
+    detail::KernelTimer timer(op_);
     return fn_(std::forward<Args>(args)...);
   }
 
  private:
   Fn fn_;
+  std::string_view op_;
 };
 
 // Registers op's kernels for one device type and dtype (at load time: see LOOM_KERNELS).
@@ -100,7 +105,7 @@ Kernel<Fn> find_kernel(std::string_view op, Device device, DType dtype) {
   if (!e) detail::missing_kernel(op, device, dtype);
   if (e->signature != typeid(Fn)) detail::kernel_signature_mismatch(op, device, dtype);
   detail::ErasedKernel k = kernel_mode() == KernelMode::reference && e->reference ? e->reference : e->fast;
-  return Kernel<Fn>(reinterpret_cast<Fn>(k));
+  return Kernel<Fn>(reinterpret_cast<Fn>(k), e->op);
 }
 
 struct KernelKey {
