@@ -53,6 +53,16 @@ class Transformer(nn.Module):
         return y @ self.embed.weight.t()
 
 
+def print_profile(profiler, steps, step_s):
+    """The ops' self time per step (slowest first), and the matrix products' share of the step."""
+    events = profiler.key_averages()
+    print(events.table(sort_by="self_cpu_time_total", row_limit=12))
+    products = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_mkldnn_linear")
+    matmul_s = sum(e.self_cpu_time_total for e in events if e.key in products) * 1e-6 / steps
+    print(f"matrix products ({', '.join(products)}: self time) {100 * matmul_s / step_s:.1f}% of the step "
+          f"({step_s * 1e3:.1f} ms, profiled)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="small")
@@ -69,6 +79,7 @@ def main():
     ap.add_argument("--precision", default="float32", choices=["float32", "bf16"])
     ap.add_argument("--device", default="cpu")  # cpu, cuda or cuda:N, as for loom
     ap.add_argument("--peak-tflops", type=float, default=0)  # loom's MFU flag; bench/step.sh prints both MFUs
+    ap.add_argument("--profile", action="store_true")  # torch.profiler over the timed steps, as loom's --profile
     a = ap.parse_args()
     device = torch.device(a.device)
     torch.set_num_threads(a.threads)
@@ -83,7 +94,10 @@ def main():
     print(f"torch {torch.__version__} bench step: '{a.preset}' (d_model {d}, d_ff {ff}, heads {heads}, "
           f"{layers}+{layers} layers, dropout {a.dropout}), vocabulary {a.vocab}, {params} parameters, {a.threads} threads, device {device}, {'bf16 autocast' if a.precision == 'bf16' else 'float32'}")
     times = []
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if a.profile else None
     for s in range(a.warmup + a.steps):
+        if profiler and s == a.warmup:
+            profiler.start()
         t0 = time.perf_counter()
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             logits = model(src, tgt_in)
@@ -94,6 +108,9 @@ def main():
         value = loss.item()  # waits for the device: the step is done
         if s >= a.warmup:
             times.append(time.perf_counter() - t0)
+    if profiler:
+        profiler.stop()
+        print_profile(profiler, a.steps, sum(times) / len(times))
     times.sort()
     median, best = times[len(times) // 2], times[0]
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB

@@ -54,35 +54,6 @@ Tensor random_ids(int64_t batch, int64_t len, int64_t vocab, Generator& gen) {
   return from_vector(ids, {batch, len}, {DType::i64});
 }
 
-// The kernel profile of the timed steps, per step: each kernel's time in forward,
-// backward and the optimizer (slowest first, down to 0.5% of the step), then matmul's share and the rest's.
-nlohmann::json print_profile(const KernelProfile& profile, int steps, double step_seconds, const Device& device) {
-  const double per_step = 1.0 / steps;
-  auto share = [&](double seconds) { return 100 * seconds * per_step / step_seconds; };
-  fmt::print("kernel profile, per step ({} on {}; wall time of each kernel call{}):\n", steps == 1 ? "1 step" : fmt::format("mean of {} steps", steps),
-             device, device.is_cpu() ? "" : ", which on a GPU is its launch, not its run");
-  fmt::print("  {:<38} {:<9} {:>8} {:>10} {:>7}\n", "kernel", "phase", "calls", "ms", "share");
-  nlohmann::json rows = nlohmann::json::array();
-  double matmul = 0, in_kernels = 0, hidden = 0;
-  for (const KernelTime& row : profile.rows()) {
-    const double ms = 1e3 * row.seconds * per_step;
-    in_kernels += row.seconds;
-    if (row.kernel == "matmul") matmul += row.seconds;
-    rows.push_back({{"kernel", row.kernel}, {"phase", row.phase}, {"calls_per_step", row.calls * per_step}, {"ms_per_step", ms}});
-    if (share(row.seconds) < 0.5) {
-      hidden += row.seconds;
-      continue;
-    }
-    fmt::print("  {:<38} {:<9} {:>8.0f} {:>10.2f} {:>6.1f}%\n", row.kernel, row.phase,
-               static_cast<double>(row.calls) * per_step, ms, share(row.seconds));
-  }
-  fmt::print("  {:<38} {:<9} {:>8} {:>10.2f} {:>6.1f}%\n", "(smaller kernels)", "", "", 1e3 * hidden * per_step, share(hidden));
-  const double outside = steps * step_seconds - in_kernels;
-  fmt::print("matmul {:.1f}% of the step, other kernels {:.1f}%, outside kernels (autograd, allocation, glue) {:.1f}%\n",
-             share(matmul), share(in_kernels - matmul), share(outside));
-  return {{"kernels", rows}, {"matmul_share", share(matmul) / 100}, {"outside_kernels_share", share(outside) / 100}};
-}
-
 void run_bench_step(const StepOptions& opt) {
   use_threads(opt.threads);
   const std::string precision = use_precision(opt.precision, opt.device) ? "bf16 matmuls" : "float32";
@@ -131,7 +102,7 @@ void run_bench_step(const StepOptions& opt) {
   if (profile) {
     double total = 0;
     for (double t : times) total += t;
-    profile_json = print_profile(*profile, opt.steps, total / static_cast<double>(opt.steps), device);
+    profile_json = print_kernel_profile(*profile, opt.steps, total / static_cast<double>(opt.steps), "step", device, stdout);
   }
   const double step_tflops = 3 * forward_flops(config, opt.batch, opt.src_len, opt.tgt_len) / median / 1e12;
   if (opt.peak_tflops > 0)

@@ -1,9 +1,12 @@
 #pragma once
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <string>
 
 #include "loom/device.h"
+#include "loom/kernel_profile.h"
 #include "loom/models/data.h"
 
 namespace loom::tools {
@@ -21,6 +24,10 @@ void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
 // the CPU is an error (no GPU kernel reads the setting yet).
 void add_precision_option(CLI::App& cmd, std::string& precision);
 bool use_precision(const std::string& precision, const std::string& device);
+// Prints a KernelProfile collected over `runs` runs of `run_seconds` each (a `unit`:
+// "step", "run") as `--profile` shows it; returns the same as JSON (tools/kernel_profile_table.cpp).
+nlohmann::json print_kernel_profile(const KernelProfile& profile, int runs, double run_seconds, const char* unit,
+                                    const Device& device, std::FILE* out);
 // --device cpu|cuda|cuda:N, checked with loom::parse_device when the command runs
 // (one-line error without a GPU) (tools/device_option.cpp).
 void add_device_option(CLI::App& cmd, std::string& device);

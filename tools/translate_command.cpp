@@ -3,6 +3,7 @@
 // as sacreBLEU prints it.
 
 #include <iostream>
+#include <chrono>
 #include <optional>
 
 #include "commands.h"
@@ -22,6 +23,7 @@ struct TranslateOptions {
   double alpha = 0.6;
   int threads = 2;
   std::string device = "cpu", precision = "float32";
+  bool profile = false;  // each kernel's time over the whole decoding, on stderr
 };
 
 void run_translate(const TranslateOptions& o) {
@@ -73,6 +75,9 @@ void run_translate(const TranslateOptions& o) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   std::vector<std::string> translations(lines.size());
+  std::optional<KernelProfile> profile;
+  if (o.profile) profile.emplace();
+  const auto decode_start = std::chrono::steady_clock::now();
   for (size_t first = 0, last = 0; first < order.size(); first = last) {
     const size_t longest = ids[order[first]].size();
     last = first;
@@ -96,6 +101,10 @@ void run_translate(const TranslateOptions& o) {
         translations[line] += fmt::format("{}\t{}\t{:.4f}\t{:.4f}\t{}\n", line + 1, rank + 1, hyps[i][rank].score,
                                           hyps[i][rank].log_prob, vocab.decode(hyps[i][rank].tokens));
     }
+  }
+  if (profile) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
+    print_kernel_profile(*profile, 1, seconds, "decoding", device, stderr);
   }
   for (const std::string& t : translations) out << t;
   out.flush();
@@ -123,6 +132,7 @@ void add_translate_commands(CLI::App& app) {
   add_threads_option(*cmd, o->threads);
   add_precision_option(*cmd, o->precision);
   add_device_option(*cmd, o->device);
+  cmd->add_flag("--profile", o->profile, "print each kernel's time over the decoding (stderr)");
   cmd->callback([o] { run_translate(*o); });
 
   auto* bleu = app.add_subcommand("bleu", "corpus BLEU of a hypothesis file against reference files (sacreBLEU's default)");
