@@ -139,9 +139,11 @@ double worst_relative(const Tensor& got, const Tensor& want, const Tensor& magni
 }  // namespace
 
 TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, float32 sums and result") {
-  // A small product (sgemm on the rounded values) and a large one (oneDNN's bf16 gemm);
-  // the second operand broadcast over the batch and transposed, as in a linear layer.
-  for (auto [sa, sb] : {std::pair{Shape{3, 40, 64}, Shape{50, 64}}, {Shape{2, 300, 128}, Shape{600, 128}}}) {
+  // A small product (sgemm on the rounded values), a batch of large ones (oneDNN's bf16
+  // gemm, operands rounded per block) and one large one (rounded once up front); the
+  // second operand broadcast over the batch and transposed, as in a linear layer.
+  for (auto [sa, sb] : {std::pair{Shape{3, 40, 64}, Shape{50, 64}}, {Shape{2, 300, 128}, Shape{600, 128}},
+                        {Shape{1, 600, 128}, Shape{500, 128}}}) {
     INFO("a: ", sa.size(), " dims, ", sa[sa.size() - 2], " rows");
     Tensor a = randn(sa);
     Tensor bt = transpose(randn(sb), 0, 1);

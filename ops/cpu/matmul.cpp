@@ -104,6 +104,49 @@ void gemm_bf16(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t 
   onednn::gemm_bf16(ta, tb, m, n, k, pa, a_cols, pb, b_cols, c, ldc);
 }
 
+// Element (i, j) of a matrix stored row-major or transposed with leading dim ld.
+template <typename T>
+const T* element_at(const T* base, CBLAS_TRANSPOSE trans, int64_t ld, int64_t i, int64_t j) {
+  return trans == CblasNoTrans ? base + i * ld + j : base + j * ld + i;
+}
+
+// One product's blocks (as blas_matmul splits them) in bf16, from operands rounded
+// once up front in parallel: the same values and blocks as rounding per block.
+void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t n, int64_t k, const float* a,
+                 const float* b, float* c, bool split_rows, int64_t block_size, int64_t blocks) {
+  const bool ta = la.trans == CblasTrans, tb = lb.trans == CblasTrans;
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+  static thread_local std::vector<bfloat16> a16, b16;  // the calling thread's, reused by every product
+  a16.resize(static_cast<size_t>(a_rows * a_cols));
+  b16.resize(static_cast<size_t>(b_rows * b_cols));
+  // Pointers, not the buffers: inside the parallel region a thread_local names each thread's own.
+  const bfloat16* const pa = a16.data();
+  const bfloat16* const pb = b16.data();
+  uint16_t* const ra = reinterpret_cast<uint16_t*>(a16.data());
+  uint16_t* const rb = reinterpret_cast<uint16_t*>(b16.data());
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t r = 0; r < a_rows; ++r)
+#pragma omp simd
+      for (int64_t col = 0; col < a_cols; ++col) ra[r * a_cols + col] = bfloat16::round_to_bf16_bits(a[r * la.ld + col]);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < b_rows; ++r)
+#pragma omp simd
+      for (int64_t col = 0; col < b_cols; ++col) rb[r * b_cols + col] = bfloat16::round_to_bf16_bits(b[r * lb.ld + col]);
+#pragma omp for schedule(static)
+    for (int64_t block = 0; block < blocks; ++block) {
+      const int64_t start = block * block_size, count = std::min(block_size, (split_rows ? m : n) - start);
+      if (split_rows)
+        onednn::gemm_bf16(ta, tb, count, n, k, element_at(pa, la.trans, a_cols, start, 0), a_cols, pb, b_cols,
+                          c + start * n, n);
+      else
+        onednn::gemm_bf16(ta, tb, m, count, k, pa, a_cols, element_at(pb, lb.trans, b_cols, 0, start), b_cols,
+                          c + start, n);
+    }
+  }
+}
+
 // The plain reference: three loops per batch, reading through the strides (in
 // bf16 precision, with each operand rounded to bfloat16 and float32 sums).
 template <typename T>
@@ -171,6 +214,12 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   const T* a_base = pa;
   const T* b_base = pb;
   const bool bf16 = in_bf16<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    // One large product in bf16 (a Linear's): each operand is rounded once, by all
+    // threads, rather than the shared one again for every block.
+    if (bf16 && batches == 1 && blocks > 1 && std::min(m, kBlock) * std::min(n, kBlock) * k >= kSmallBf16Product)
+      return bf16_blocks(*la, *lb, m, n, k, pa, pb, pc, split_rows, kBlock, blocks);
+  }
   auto block_gemm = [&](int64_t bm, int64_t bn, const T* A, const T* B, T* C) {
     if constexpr (std::is_same_v<T, float>)
       if (bf16) return gemm_bf16(*la, *lb, bm, bn, k, A, B, C, n);
@@ -182,9 +231,8 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     const T* B = b_base + strided_offset(bi, batch, b_batch_strides);
     T* C = pc + bi * m * n;
     int64_t start = block * kBlock, count = std::min(kBlock, split_size - start);
-    // Element (i, j) of a row-major or transposed operand with leading dim ld.
     auto at = [](const T* base, const GemmOperand& op, int64_t i, int64_t j) {
-      return op.trans == CblasNoTrans ? base + i * op.ld + j : base + j * op.ld + i;
+      return element_at(base, op.trans, op.ld, i, j);
     };
     if (split_rows)
       block_gemm(count, n, at(A, *la, start, 0), B, C + start * n);

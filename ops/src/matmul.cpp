@@ -11,6 +11,13 @@ namespace loom {
 
 namespace {
 
+// Whether a matrix (the last two dims) is stored column by column: the transpose of
+// a row-major one.
+bool stored_transposed(const Tensor& t) {
+  const int64_t d = t.dim();
+  return t.shape()[d - 2] > 1 && t.shape()[d - 1] > 1 && t.strides()[d - 2] == 1 && t.strides()[d - 1] != 1;
+}
+
 // The primitive: both operands have at least 2 dims.
 Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   int64_t k = a.shape()[a.dim() - 1];
@@ -31,8 +38,15 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(out_shape, {a.dtype(), a.device()});
   detail::kernel_for<kernels::MatmulKernel>("matmul", a)(out, expanded(a), expanded(b));
   return record("matmul", {a, b}, out, [a, b](BackwardContext& c, const Tensor& g) -> detail::Grads {
-    return {c.needs(0) ? sum_to(matmul_nd(g, transpose(b, -1, -2)), c.input_shape(0)) : Tensor(),
-            c.needs(1) ? sum_to(matmul_nd(transpose(a, -1, -2), g), c.input_shape(1)) : Tensor()};
+    // Each gradient laid out as its operand is stored: for an operand stored
+    // transposed (a Linear's weight.t()) the product is taken transposed,
+    // (X^T)^T, so the gradient reaching the weight is dense and needs no copy.
+    auto da = [&] { return stored_transposed(a) ? transpose(matmul_nd(b, transpose(g, -1, -2)), -1, -2)
+                                                : matmul_nd(g, transpose(b, -1, -2)); };
+    auto db = [&] { return stored_transposed(b) ? transpose(matmul_nd(transpose(g, -1, -2), a), -1, -2)
+                                                : matmul_nd(transpose(a, -1, -2), g); };
+    return {c.needs(0) ? sum_to(da(), c.input_shape(0)) : Tensor(),
+            c.needs(1) ? sum_to(db(), c.input_shape(1)) : Tensor()};
   });
 }
 
@@ -109,7 +123,10 @@ LOOM_OP(matmul){
                 binary_sample({2, 1, 3, 4}, {3, 4, 2}, Domain::any, "broadcast batch"),
                 binary_sample({3, 4}, {4}, Domain::any, "matrix-vector"),
                 binary_sample({4}, {4}, Domain::any, "dot"),
-                binary_sample({2, 3, 4}, {4, 5}, Domain::any, "batched @ matrix")},
+                binary_sample({2, 3, 4}, {4, 5}, Domain::any, "batched @ matrix"),
+                {{{{4, 3}}, {{5, 4}}},
+                 [](const OpArgs& x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); },
+                 "transposed views (weight.t())"}},
     .bench = transformer_products(),
 };
 
