@@ -1,59 +1,52 @@
-// CPU kernels of matmul (ops/src/matmul.cpp) for bfloat16 operands: oneDNN's
-// matmul (AVX512-BF16 or AMX where the CPU has them) with float32 accumulation,
-// rounded once to bfloat16 at the end, beside a plain reference loop that does
-// the same in float32. Primitives are costly to create, so one is kept per shape.
-#include <dnnl.hpp>
+// CPU kernels of matmul (ops/src/matmul.cpp) for bfloat16 operands: oneDNN's bf16
+// gemm (onednn_gemm.h: AVX512-BF16 or AMX where the CPU has them) with float32
+// sums, rounded once to bfloat16 at the end, beside a plain reference loop that
+// does the same in float32. As for float32, each product is split into row blocks
+// of a size fixed by the shape, each a single-threaded gemm inside loom's OpenMP
+// loop, so the bits do not depend on the thread count.
+#include <omp.h>
 
-#include <map>
-#include <mutex>
-#include <tuple>
+#include <algorithm>
+#include <vector>
 
 #include "loom/autograd.h"
 #include "loom/kernel_table.h"
 #include "loom/ops.h"
 #include "loom/ops/kernel_signatures.h"
+#include "onednn_gemm.h"
 
 namespace loom {
 
 namespace {
 
-using dims = dnnl::memory::dims;
-using tag = dnnl::memory::format_tag;
-
-// [batch, m, k] @ [batch, k, n] -> [batch, m, n], all bf16 and contiguous.
-struct Bf16Matmul {
-  dnnl::matmul primitive;
-  explicit Bf16Matmul(const dnnl::engine& engine, int64_t batch, int64_t m, int64_t k, int64_t n) {
-    const auto bf16_desc = [](dims shape) { return dnnl::memory::desc(shape, dnnl::memory::data_type::bf16, tag::abc); };
-    dnnl::matmul::desc desc(bf16_desc({batch, m, k}), bf16_desc({batch, k, n}), bf16_desc({batch, m, n}));
-    primitive = dnnl::matmul(dnnl::matmul::primitive_desc(desc, engine));
-  }
-};
-
 void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view) {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  static std::mutex mutex;
-  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Bf16Matmul> cache;
   const int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a_view.shape()[nd - 1];
-  const int64_t batch = out.numel() / std::max<int64_t>(m * n, 1);
   if (out.numel() == 0) return;
+  const int64_t batch = out.numel() / (m * n);
+  if (k == 0) {  // empty sums
+    std::fill_n(static_cast<bfloat16*>(out.raw_data()), out.numel(), bfloat16(0.0f));
+    return;
+  }
   Tensor a, b;
   {
     NoGradGuard no_grad;  // broadcast or transposed operands become dense (a kernel internal)
     a = contiguous(a_view);
     b = contiguous(b_view);
   }
-  std::lock_guard lock(mutex);  // one stream, one cached primitive per shape
-  auto it = cache.find({batch, m, k, n});
-  if (it == cache.end()) it = cache.emplace(std::tuple{batch, m, k, n}, Bf16Matmul(engine, batch, m, k, n)).first;
-  dnnl::stream stream(engine);
-  const auto memory = [&](dims shape, const Tensor& t) {
-    return dnnl::memory({shape, dnnl::memory::data_type::bf16, tag::abc}, engine, const_cast<void*>(t.raw_data()));
-  };
-  it->second.primitive.execute(stream, {{DNNL_ARG_SRC, memory({batch, m, k}, a)},
-                                        {DNNL_ARG_WEIGHTS, memory({batch, k, n}, b)},
-                                        {DNNL_ARG_DST, memory({batch, m, n}, out)}});
-  stream.wait();
+  const auto* pa = static_cast<const bfloat16*>(a.raw_data());
+  const auto* pb = static_cast<const bfloat16*>(b.raw_data());
+  auto* pc = static_cast<bfloat16*>(out.raw_data());
+  constexpr int64_t kRows = 256;  // rows per block
+  const int64_t blocks = (m + kRows - 1) / kRows;
+#pragma omp parallel for schedule(static)
+  for (int64_t item = 0; item < batch * blocks; ++item) {
+    const int64_t bi = item / blocks, first = item % blocks * kRows, rows = std::min(kRows, m - first);
+    thread_local std::vector<float> sums;
+    sums.resize(static_cast<size_t>(rows * n));
+    onednn::gemm_bf16(false, false, rows, n, k, pa + (bi * m + first) * k, k, pb + bi * k * n, n, sums.data(), n);
+    bfloat16* c = pc + (bi * m + first) * n;
+    for (int64_t i = 0; i < rows * n; ++i) c[i] = bfloat16(sums[static_cast<size_t>(i)]);
+  }
 }
 
 // The plain reference: float32 sums of bf16 products, one rounding per element.
