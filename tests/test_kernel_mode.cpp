@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "loom/cpu.h"
 #include "loom/kernel_profile.h"
 #include "loom/kernel_table.h"
 #include "loom/matmul_precision.h"
@@ -202,6 +203,38 @@ TEST_CASE("a training step in bf16 matmul precision: the reference kernels match
     INFO("parameter ", p, ": max difference ", worst, " (largest gradient ", largest, ")");
     CHECK(worst <= 1e-5 * (1 + largest));
   }
+}
+
+// Products of a few rows by a Linear-layout weight, X @ W^T with W [n, k] (ops/cpu/skinny_matmul.h):
+// decoding's, computed as dot products in a fixed order rather than by sgemm.
+TEST_CASE("float32 X @ W^T with few rows: within float32 summation error of float64") {
+  for (int64_t m : {1, 3, 5, 17})
+    for (int64_t n : {1, 5, 37})
+      for (int64_t k : {1, 15, 16, 33, 300}) {
+        Tensor x = randn({m, k}), w = randn({n, k});
+        Tensor got = matmul(x, w.t());
+        Tensor exact = matmul(to_dtype(x, f64), to_dtype(w, f64).t());
+        Tensor magnitude = matmul(abs(to_dtype(x, f64)), abs(to_dtype(w, f64)).t());
+        INFO("m ", m, " n ", n, " k ", k);
+        // Any summation order is within k units of rounding of the magnitudes' sum.
+        CHECK(worst_relative(got, exact, magnitude) <= static_cast<double>(k + 1) * 0x1p-24);
+      }
+}
+
+TEST_CASE("float32 X @ W^T with few rows: a row's bits depend on neither the other rows, the threads nor AVX-512") {
+  Tensor x = randn({13, 70}), w = randn({300, 70});  // k = 70: four 16-lane steps and a padded one
+  const std::vector<float> all = matmul(x, w.t()).to_vector<float>();
+  for (int64_t row : {0, 6, 12}) {
+    const std::vector<float> alone = matmul(x.narrow(0, row, 1), w.t()).to_vector<float>();
+    CHECK(alone == std::vector<float>(all.begin() + row * 300, all.begin() + (row + 1) * 300));
+  }
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  CHECK(matmul(x, w.t()).to_vector<float>() == all);
+  omp_set_num_threads(threads);
+  const bool previous = set_avx512_enabled(false);  // the AVX2 code: other tiles, the same sums
+  CHECK(matmul(x, w.t()).to_vector<float>() == all);
+  set_avx512_enabled(previous);
 }
 
 TEST_CASE("KernelProfile: each kernel's calls by phase, only while it lives, outermost calls only") {

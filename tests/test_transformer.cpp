@@ -412,7 +412,8 @@ TEST_CASE("a tiny Transformer learns to copy sentences (Adam + Noam, label smoot
   CHECK(loss_value < 0.3 * first_loss);
   CHECK(exact >= batch * 3 / 4);
 
-  // Beam search: beam 1 is greedy decoding; beam 4 copies too.
+  // Beam search: beam 1 is greedy decoding, except that its last allowed token is
+  // eos (greedy stops at max_len with whatever comes); beam 4 copies too.
   auto one = best_of(beam_search(model, src, bos, eos, {.beam = 1, .length_penalty = 0.0, .max_len = len + 1}));
   auto four = best_of(beam_search(model, src, bos, eos, {.beam = 4, .length_penalty = 0.6, .max_len = len + 1}));
   int64_t beam_exact = 0;
@@ -422,6 +423,7 @@ TEST_CASE("a tiny Transformer learns to copy sentences (Adam + Noam, label smoot
       greedy_tokens.push_back(got[b * width + i]);
       if (got[b * width + i] == eos) break;
     }
+    if (greedy_tokens.back() != eos && static_cast<int64_t>(greedy_tokens.size()) == len + 1) greedy_tokens.back() = eos;
     CHECK(one[b].tokens == greedy_tokens);
     std::vector<int64_t> wanted;
     for (int64_t i = 0; i <= len; ++i) {

@@ -109,20 +109,31 @@ bool better(const Candidate& x, const Candidate& y) {
 // The k finite log-probabilities of a row that rank first (largest; ties: smaller
 // token first), appended to `out` as candidates of `beam`. The best 2k extensions
 // of a sentence's beams are all among their rows' best 2k, so this one pass over
-// the vocabulary replaces sorting beam * vocab candidates.
+// the vocabulary replaces sorting beam * vocab candidates. Once k are kept, a
+// chunk of the row whose largest value cannot beat the last kept is skipped
+// whole: most of an 8000-word row, after its first chunks.
 void best_of_row(const float* log_probs, int64_t vocab, size_t k, size_t beam, double base,
                  std::vector<Candidate>& out) {
   const auto first = static_cast<std::ptrdiff_t>(out.size());
-  for (int64_t v = 0; v < vocab; ++v) {
-    if (!std::isfinite(log_probs[v])) continue;
-    const double lp = base + log_probs[v];
-    const bool full = out.size() - static_cast<size_t>(first) == k;
-    // Scanning in token order, an equal value ranks after everything kept.
-    if (full && !(lp > out.back().log_prob)) continue;
-    if (full) out.pop_back();
-    auto at = out.end();
-    while (at != out.begin() + first && (at - 1)->log_prob < lp) --at;
-    out.insert(at, Candidate{lp, beam, v});
+  constexpr int64_t kChunk = 16;
+  for (int64_t begin = 0; begin < vocab; begin += kChunk) {
+    const int64_t end = std::min(vocab, begin + kChunk);
+    if (out.size() - static_cast<size_t>(first) == k) {
+      float largest = -std::numeric_limits<float>::infinity();  // NaNs are never kept, so never counted
+      for (int64_t v = begin; v < end; ++v) largest = log_probs[v] > largest ? log_probs[v] : largest;
+      if (!(base + largest > out.back().log_prob)) continue;  // base + x is monotone in x
+    }
+    for (int64_t v = begin; v < end; ++v) {
+      if (!std::isfinite(log_probs[v])) continue;
+      const double lp = base + log_probs[v];
+      const bool full = out.size() - static_cast<size_t>(first) == k;
+      // Scanning in token order, an equal value ranks after everything kept.
+      if (full && !(lp > out.back().log_prob)) continue;
+      if (full) out.pop_back();
+      auto at = out.end();
+      while (at != out.begin() + first && (at - 1)->log_prob < lp) --at;
+      out.insert(at, Candidate{lp, beam, v});
+    }
   }
 }
 }  // namespace

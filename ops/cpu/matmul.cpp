@@ -3,7 +3,9 @@
 // to BLAS as transposed (no copy); batches and row (or column) blocks of each
 // product run in one OpenMP loop of single-threaded gemms. In bf16 matmul
 // precision (loom/matmul_precision.h) each float32 block is rounded to bfloat16
-// and multiplied by oneDNN instead; the reference rounds the same way.
+// and multiplied by oneDNN instead; the reference rounds the same way. A float32
+// block X @ W^T whose X fits in cache (a Linear's, few rows) skips BLAS for the
+// skinny kernel (skinny_matmul.h).
 #include <cblas.h>
 #include <omp.h>
 
@@ -17,6 +19,7 @@
 #include "loom/kernel_table.h"
 #include "loom/matmul_precision.h"
 #include "onednn_gemm.h"
+#include "skinny_matmul.h"
 #include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
 #include "loom/ops.h"
@@ -221,8 +224,12 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
       return bf16_blocks(*la, *lb, m, n, k, pa, pb, pc, split_rows, kBlock, blocks);
   }
   auto block_gemm = [&](int64_t bm, int64_t bn, const T* A, const T* B, T* C) {
-    if constexpr (std::is_same_v<T, float>)
+    if constexpr (std::is_same_v<T, float>) {
       if (bf16) return gemm_bf16(*la, *lb, bm, bn, k, A, B, C, n);
+      // X @ W^T with X small enough to stay in cache: dot products, no packing.
+      if (la->trans == CblasNoTrans && lb->trans == CblasTrans && bm * k <= detail::kSkinnyRowFloats)
+        return detail::skinny_matmul(bm, bn, k, A, la->ld, B, lb->ld, C, n);
+    }
     gemm<T>(la->trans, lb->trans, bm, bn, k, A, la->ld, B, lb->ld, C, n);
   };
   auto work = [&](int64_t item) {

@@ -1,0 +1,29 @@
+#pragma once
+// float32 products with a few rows against a weight stored one row per output,
+// C = X W^T with X [m, k] and W [n, k] (a Linear's layout): decoding's
+// projections, which feed a handful of rows per step. OpenBLAS 0.3.21 packs the
+// whole weight block on every call, however few rows it multiplies (a third of
+// beam search's sgemm time, measured), and has no API to pack it once. Here each
+// output is a dot product read straight from the two rows, with the weight rows
+// streamed once per call and the few X rows kept in cache.
+//
+// Every dot product sums in the same order whatever m, n, the tile it falls in
+// or the instruction set: 16 lanes of fused multiply-adds over k (the last
+// k % 16 zero-padded), then the lanes added in a fixed tree. So a row's result
+// does not depend on the other rows of the call, the thread count or the CPU.
+#include <cstdint>
+
+namespace loom::detail {
+
+// Products whose X has at most this many floats take the skinny path (matmul.cpp).
+// Each tile of W rows re-reads all of X, so X must stay in the core's cache: up to
+// 512 KB the skinny path beats OpenBLAS's sgemm at every shape measured (rows 1 to
+// 512, k 64 to 1024, one and two threads: 50-53 against 23-51 GFLOP/s of fused
+// multiply-adds), and from 1 MB (256 x 1024) it falls behind (41-44 against 45).
+inline constexpr int64_t kSkinnyRowFloats = int64_t{1} << 17;
+
+// c[i * ldc + j] = sum_p x[i * ldx + p] * w[j * ldw + p], for i < m, j < n.
+void skinny_matmul(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw,
+                   float* c, int64_t ldc);
+
+}  // namespace loom::detail
