@@ -5,7 +5,8 @@
 #     INPUT      sentences to translate (default ../shared/data/multi30k/test_2016_flickr.de.gz)
 #     THREADS    default 2
 # Times (loading the model and tokenizing included; for torch, not its import):
-#   loom translate --beam 4 (the issue's target: test_2016_flickr in <= 10 s on 2 cores),
+#   loom translate --beam 4 at alpha 0.6 (the paper's) and 1.0 (a longer search: the main job
+#   picks one by validation BLEU) (the issue's target: test_2016_flickr in <= 10 s on 2 cores),
 #   loom translate --beam 1 --alpha 0 (greedy decoding), and bench/torch_decode.py,
 #   PyTorch greedy decoding of the same weights with the same cached, batched algorithm.
 # Prints the torch / loom greedy time ratio (> 1: loom faster) and how many greedy
@@ -33,7 +34,10 @@ timed() {
   printf '%-34s %6.2f s wall, %6.2f s cpu\n' "$name:" "$seconds" "$(awk '{print $1 + $2}' "$out/cpu")"
 }
 
-timed "loom beam 4" "$loom" translate --model "$model" --input "$input" --output "$out/beam4.txt" --beam 4 --threads "$threads"
+timed "loom beam 4 (alpha 0.6)" "$loom" translate --model "$model" --input "$input" --output "$out/beam4.txt" --beam 4 \
+  --alpha 0.6 --threads "$threads"
+timed "loom beam 4, alpha 1.0" "$loom" translate --model "$model" --input "$input" --output "$out/beam4-alpha1.txt" \
+  --beam 4 --alpha 1.0 --threads "$threads"
 timed "loom greedy (--beam 1 --alpha 0)" "$loom" translate --model "$model" --input "$input" --output "$out/greedy.txt" \
   --beam 1 --alpha 0 --threads "$threads"
 loom_greedy=$seconds
