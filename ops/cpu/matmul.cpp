@@ -5,7 +5,7 @@
 // precision (loom/matmul_precision.h) each float32 block is rounded to bfloat16
 // and multiplied by oneDNN instead; the reference rounds the same way. A float32
 // block X @ W^T whose X fits in cache (a Linear's, few rows) skips BLAS for the
-// skinny kernel (skinny_matmul.h).
+// skinny kernel (skinny_matmul.h) on CPUs with AVX-512.
 #include <cblas.h>
 #include <omp.h>
 
@@ -227,7 +227,8 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16) return gemm_bf16(*la, *lb, bm, bn, k, A, B, C, n);
       // X @ W^T with X small enough to stay in cache: dot products, no packing.
-      if (la->trans == CblasNoTrans && lb->trans == CblasTrans && bm * k <= detail::kSkinnyRowFloats)
+      if (la->trans == CblasNoTrans && lb->trans == CblasTrans && bm * k <= detail::kSkinnyRowFloats &&
+          detail::skinny_matmul_available())
         return detail::skinny_matmul(bm, bn, k, A, la->ld, B, lb->ld, C, n);
     }
     gemm<T>(la->trans, lb->trans, bm, bn, k, A, la->ld, B, lb->ld, C, n);

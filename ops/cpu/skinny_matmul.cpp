@@ -1,8 +1,7 @@
-// The skinny float32 product (skinny_matmul.h): tiles of R rows of X by C rows
-// of W, each holding R x C accumulators of 16 lanes in registers. Compiled with
-// -ffp-contract=fast (ops/CMakeLists.txt), so `acc += x * w` is one fused
-// multiply-add on AVX2 and AVX-512 alike. An AVX-512 twin (loom/cpu.h) runs
-// larger tiles: it has 32 vector registers of 16 floats, AVX2 16 of 8.
+// The skinny float32 product (skinny_matmul.h): tiles of 4 rows of X by 4 rows
+// of W, their 16 accumulators of 16 lanes (one AVX-512 register each) and 8
+// operands in AVX-512's 32 registers. Compiled with -ffp-contract=fast
+// (ops/CMakeLists.txt), so `acc += x * w` is one fused multiply-add.
 #include "skinny_matmul.h"
 
 #include <cstring>
@@ -108,19 +107,15 @@ LOOM_TARGET_AVX512 void skinny_avx512(int64_t m, int64_t n, int64_t k, const flo
 }
 #endif
 
-void skinny_avx2(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw, float* c,
-                 int64_t ldc) {
-  all_tiles<2, 2>(m, n, k, x, ldx, w, ldw, c, ldc);  // 4 accumulators + 4 operands, 2 registers each, of 16
-}
-
 }  // namespace
+
+bool skinny_matmul_available() { return LOOM_HAS_AVX512_TWIN && avx512_enabled(); }
 
 void skinny_matmul(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw,
                    float* c, int64_t ldc) {
 #if LOOM_HAS_AVX512_TWIN
-  if (avx512_enabled()) return skinny_avx512(m, n, k, x, ldx, w, ldw, c, ldc);
+  skinny_avx512(m, n, k, x, ldx, w, ldw, c, ldc);
 #endif
-  skinny_avx2(m, n, k, x, ldx, w, ldw, c, ldc);
 }
 
 }  // namespace loom::detail

@@ -7,10 +7,15 @@
 // output is a dot product read straight from the two rows, with the weight rows
 // streamed once per call and the few X rows kept in cache.
 //
-// Every dot product sums in the same order whatever m, n, the tile it falls in
-// or the instruction set: 16 lanes of fused multiply-adds over k (the last
-// k % 16 zero-padded), then the lanes added in a fixed tree. So a row's result
-// does not depend on the other rows of the call, the thread count or the CPU.
+// Every dot product sums in the same order whatever m, n or the tile it falls in:
+// 16 lanes of fused multiply-adds over k (the last k % 16 zero-padded), then the
+// lanes added in a fixed tree. So a row's result depends neither on the other rows
+// of the call nor on the thread count.
+//
+// AVX-512 only (loom/cpu.h: avx512_enabled()): 16 accumulators of 16 lanes fit its
+// 32 registers. With AVX2's 16 registers of 8 lanes the tiles are too small to
+// keep up with OpenBLAS's packed kernels (a first try ran at a tenth of sgemm's
+// speed), so there products stay with sgemm.
 #include <cstdint>
 
 namespace loom::detail {
@@ -21,6 +26,9 @@ namespace loom::detail {
 // 512, k 64 to 1024, one and two threads: 50-53 against 23-51 GFLOP/s of fused
 // multiply-adds), and from 1 MB (256 x 1024) it falls behind (41-44 against 45).
 inline constexpr int64_t kSkinnyRowFloats = int64_t{1} << 17;
+
+// Whether skinny_matmul can run: an x86-64 build on a CPU with AVX-512 enabled.
+bool skinny_matmul_available();
 
 // c[i * ldc + j] = sum_p x[i * ldx + p] * w[j * ldw + p], for i < m, j < n.
 void skinny_matmul(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw,
