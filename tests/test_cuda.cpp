@@ -5,12 +5,15 @@
 // "cuda: no device, N rows skipped" (ctest's cuda_gpu entry reports them skipped).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "loom/backend.h"
 #include "loom/cuda/launch.h"
 #include "loom/gradcheck.h"
 #include "loom/kernel_table.h"
+#include "loom/matmul_precision.h"
 #include "loom/ops.h"
 
 using namespace loom;
@@ -133,6 +136,35 @@ TEST_CASE("on a GPU: dropout draws the CPU's masks, bit for bit") {
   }
 }
 
+TEST_CASE("on a GPU: bfloat16 conversions round as the CPU's, bit for bit") {
+  if (skip_without_gpu("bfloat16 conversions on cuda:0", 2)) return;
+  Tensor x = randn({1000, 37}) * 1000.0;
+  CHECK(to_dtype(x, bf16).to_vector<float>() == to_dtype(x.to(Device::cuda(0)), bf16).to(kCPU).to_vector<float>());
+  Tensor h = to_dtype(x, bf16);
+  CHECK(to_dtype(h, f64).to_vector<double>() == to_dtype(h.to(Device::cuda(0)), f64).to(kCPU).to_vector<double>());
+}
+
+TEST_CASE("on a GPU: bf16 products (the dtype and the float32 precision mode) are float32 sums of bf16 values") {
+  if (skip_without_gpu("bf16 matmuls on cuda:0", 2)) return;
+  Tensor a = randn({3, 40, 64}), b = randn({64, 50});
+  Tensor a16 = to_dtype(a, bf16), b16 = to_dtype(b, bf16);
+  Tensor exact = matmul(to_dtype(a16, f64), to_dtype(b16, f64));  // products of the rounded values
+  Tensor magnitude = matmul(abs(to_dtype(a16, f64)), abs(to_dtype(b16, f64)));
+  auto worst = [&](const Tensor& got) {
+    std::vector<double> g = to_dtype(got.to(kCPU), f64).to_vector<double>(), w = exact.to_vector<double>(),
+                        s = magnitude.to_vector<double>();
+    double e = 0;
+    for (size_t i = 0; i < g.size(); ++i) e = std::max(e, std::abs(g[i] - w[i]) / s[i]);
+    return e;
+  };
+  const Device gpu = Device::cuda(0);
+  // The dtype: float32 sums (k = 64 terms), rounded once to bfloat16.
+  CHECK(worst(matmul(a16.to(gpu), b16.to(gpu))) <= 0x1p-8 + 64 * 0x1p-24);
+  // The mode: the same sums, a float32 result.
+  MatmulPrecisionGuard guard(MatmulPrecision::bf16);
+  CHECK(worst(matmul(a.to(gpu), b.to(gpu))) <= 64 * 0x1p-24);
+}
+
 TEST_CASE("on a GPU: the caching allocator reuses blocks and empty_cache gives them back") {
   if (skip_without_gpu("allocator statistics on cuda:0", 1)) return;
   Allocator& a = allocator(Device::cuda(0));
@@ -152,8 +184,7 @@ TEST_CASE("on a GPU: the caching allocator reuses blocks and empty_cache gives t
 TEST_CASE("the cuda kernel table covers every CPU kernel but the named gaps") {
   // (op, dtype) pairs the CPU has and cuda does not; a new CPU kernel without a
   // cuda twin fails here until it gets one or joins this list.
-  // bfloat16 came to the CPU (issue 13) after the cuda kernels were written (issue 9: to do).
-  const std::set<std::string> gaps = {"copy bfloat16", "matmul bfloat16"};
+  const std::set<std::string> gaps = {};
   std::set<std::string> missing;
   for (const KernelKey& k : registered_kernels())
     if (k.device == DeviceType::cpu && !supports(k.op, Device::cuda(0), k.dtype))

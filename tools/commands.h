@@ -20,8 +20,7 @@ void add_bench_command(CLI::App& app, int& exit_code);
 void use_threads(int threads);
 void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
 // --precision float32|bf16 (loom/matmul_precision.h); use_precision sets it and says when
-// the CPU cannot: returns whether matmuls now run in bf16. bf16 on another device than
-// the CPU is an error (no GPU kernel reads the setting yet).
+// the CPU cannot: returns whether matmuls now run in bf16 (on CUDA: always).
 void add_precision_option(CLI::App& cmd, std::string& precision);
 bool use_precision(const std::string& precision, const std::string& device);
 // Prints a KernelProfile collected over `runs` runs of `run_seconds` each (a `unit`:

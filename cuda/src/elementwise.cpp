@@ -66,6 +66,7 @@ LOOM_KERNELS(cuda_elementwise) {
   LOOM_CUDA_COMPARE_OPS(LOOM_CUDA_REGISTER)
 #undef LOOM_CUDA_REGISTER
   register_where_and_copy(All{});
+  register_kernel<kernels::CopyKernel>("copy", DeviceType::cuda, DType::bf16, copy<bfloat16>);
 }
 
 }  // namespace loom::cuda

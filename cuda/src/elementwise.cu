@@ -119,5 +119,6 @@ void launch_cast(ElementType to, const Strided<2>& s, void* out, const void* x, 
   template void launch_cast<T>(ElementType, const Strided<2>&, void*, const void*, cudaStream_t);
 LOOM_CUDA_FOR_EACH_TYPE(LOOM_CUDA_INSTANTIATE)
 #undef LOOM_CUDA_INSTANTIATE
+template void launch_cast<bfloat16>(ElementType, const Strided<2>&, void*, const void*, cudaStream_t);
 
 }  // namespace loom::cuda

@@ -3,11 +3,13 @@
 // into the call (no copies for views with a unit stride in either of their
 // last two dims), batch dims coalesced into strided-batched calls (broadcast
 // batches: stride 0). float32 uses TF32 tensor cores only when asked
-// (loom::cuda::set_tf32_enabled, LOOM_CUDA_TF32=1).
+// (loom::cuda::set_tf32_enabled, LOOM_CUDA_TF32=1), and bf16 ones in bf16 matmul
+// precision; the bfloat16 dtype always.
 #include <climits>
 
 #include "elementwise_ops.h"
 #include "loom/kernel_table.h"
+#include "loom/matmul_precision.h"
 #include "loom/ops/kernel_signatures.h"
 #include "tensor_args.h"
 
@@ -40,21 +42,34 @@ int blas_int(int64_t v, const char* what) {
 }
 
 // C^T (n x m, ldc n) = op(B') (n x k) op(A') (k x m), `batches` of them at the given strides.
+// float32 in bf16 matmul precision (loom/matmul_precision.h): cuBLAS rounds both
+// operands to bfloat16 and sums in float32 (CUBLAS_COMPUTE_32F_FAST_16BF), the
+// CPU's rule; the bfloat16 dtype: bf16 in and out, float32 sums, one rounding.
 template <typename T>
 void gemm_batched(cublasHandle_t handle, const BlasOperand& a, const BlasOperand& b, T* c, const T* pa, const T* pb,
                   int64_t m, int64_t n, int64_t k, int64_t batches, int64_t stride_a, int64_t stride_b,
                   int64_t stride_c) {
-  const T one = 1, zero = 0;
   const int im = blas_int(m, "M"), in = blas_int(n, "N"), ik = blas_int(k, "K"), count = blas_int(batches, "batch");
   const int lda = blas_int(a.ld, "lda"), ldb = blas_int(b.ld, "ldb");
-  if constexpr (std::is_same_v<T, double>) {
+  // A float32-computed product of `type` operands (alpha and beta are float32 then).
+  auto gemm_ex = [&](cudaDataType_t type, cublasComputeType_t compute) {
+    const float one = 1, zero = 0;
+    LOOM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, b.op, a.op, in, im, ik, &one, pb, type, ldb, stride_b, pa,
+                                                 type, lda, stride_a, &zero, c, type, in, stride_c, count, compute,
+                                                 CUBLAS_GEMM_DEFAULT));
+  };
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    gemm_ex(CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+  } else if constexpr (std::is_same_v<T, double>) {
+    const double one = 1, zero = 0;
     LOOM_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, b.op, a.op, in, im, ik, &one, pb, ldb, stride_b, pa, lda,
                                                 stride_a, &zero, c, in, stride_c, count));
+  } else if (matmul_precision() == MatmulPrecision::bf16) {
+    gemm_ex(CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16BF);
   } else if (tf32_enabled()) {
-    LOOM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, b.op, a.op, in, im, ik, &one, pb, CUDA_R_32F, ldb, stride_b,
-                                                 pa, CUDA_R_32F, lda, stride_a, &zero, c, CUDA_R_32F, in, stride_c,
-                                                 count, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+    gemm_ex(CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32);
   } else {
+    const float one = 1, zero = 0;
     LOOM_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, b.op, a.op, in, im, ik, &one, pb, ldb, stride_b, pa, lda,
                                                 stride_a, &zero, c, in, stride_c, count));
   }
@@ -101,6 +116,7 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 LOOM_KERNELS(cuda_matmul) {
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f32, matmul<float>);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f64, matmul<double>);
+  register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::bf16, matmul<bfloat16>);
 }
 
 }  // namespace loom::cuda

@@ -48,7 +48,8 @@ static_assert(static_cast<int>(DType::f32) == static_cast<int>(ElementType::f32)
               static_cast<int>(DType::f64) == static_cast<int>(ElementType::f64) &&
               static_cast<int>(DType::i32) == static_cast<int>(ElementType::i32) &&
               static_cast<int>(DType::i64) == static_cast<int>(ElementType::i64) &&
-              static_cast<int>(DType::b8) == static_cast<int>(ElementType::b8));
+              static_cast<int>(DType::b8) == static_cast<int>(ElementType::b8) &&
+              static_cast<int>(DType::bf16) == static_cast<int>(ElementType::bf16));
 
 // A kernel launch on the device `t` lives on: that device current, its stream.
 class OnDevice {

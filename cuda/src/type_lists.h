@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "loom/bfloat16.h"  // constexpr, no fmt: device code converts with the CPU's rounding
+
 namespace loom::cuda {
 
 template <typename... Ts>
@@ -16,10 +18,13 @@ using All = TypeList<float, double, int32_t, int64_t, bool>;
 template <typename T, typename... Ts>
 constexpr bool contains(TypeList<Ts...>) { return (std::is_same_v<T, Ts> || ...); }
 
+// bfloat16 is a storage type (issue 13): copied and converted, and multiplied by
+// cuBLAS, but no elementwise arithmetic, as on the CPU.
+
 // M(T) for each type of All: explicit instantiations in the .cu files.
 #define LOOM_CUDA_FOR_EACH_TYPE(M) M(float) M(double) M(int32_t) M(int64_t) M(bool)
 
-enum class ElementType : int { f32, f64, i32, i64, b8 };
+enum class ElementType : int { f32, f64, i32, i64, b8, bf16 };
 
 // fn(type_identity<T>) for the C++ type behind `type`.
 template <typename Fn>
@@ -30,6 +35,7 @@ void dispatch_element_type(ElementType type, Fn&& fn) {
     case ElementType::i32: return fn(std::type_identity<int32_t>{});
     case ElementType::i64: return fn(std::type_identity<int64_t>{});
     case ElementType::b8: return fn(std::type_identity<bool>{});
+    case ElementType::bf16: return fn(std::type_identity<bfloat16>{});
   }
 }
 

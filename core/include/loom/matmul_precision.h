@@ -12,8 +12,9 @@
 // Unlike autocast, the product's result stays float32 instead of being rounded to
 // bfloat16 as well: one rounding fewer, and no bf16 tensors between ops.
 //
-// A device without fast bf16 products (on the CPU: AVX512-BF16, as oneDNN sees it;
-// ops.h: bf16_matmul_available) stays in float32 whatever the mode says. The setting
+// A CPU without fast bf16 products (AVX512-BF16, as oneDNN sees it; ops.h:
+// cpu_bf16_matmul_available) stays in float32 whatever the mode says. On CUDA the
+// mode is cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF, the same rule on tensor cores. The setting
 // is process-wide; change it between steps, not while another thread computes.
 namespace loom {
 
