@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "loom/backend.h"
@@ -191,5 +192,14 @@ TEST_CASE("the cuda kernel table covers every CPU kernel but the named gaps") {
       missing.insert(k.op + " " + std::string(dtype_name(k.dtype)));
   for (const std::string& m : missing) MESSAGE("no cuda kernel: ", m);
   CHECK(missing == gaps);
+  // One line for the CI log (scripts/test): the two tables side by side.
+  std::set<std::string> cpu_ops, cuda_ops;
+  size_t cpu_kernels = 0, cuda_kernels = 0;
+  for (const KernelKey& k : registered_kernels()) {
+    if (k.device == DeviceType::cpu) cpu_ops.insert(k.op), ++cpu_kernels;
+    if (k.device == DeviceType::cuda) cuda_ops.insert(k.op), ++cuda_kernels;
+  }
+  std::printf("cuda kernel table: %zu (op, dtype) kernels for %zu ops; cpu: %zu for %zu ops; cpu kernels without a cuda twin: %zu\n",
+              cuda_kernels, cuda_ops.size(), cpu_kernels, cpu_ops.size(), missing.size());
 }
 #endif

@@ -171,21 +171,25 @@ TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, flo
   }
 }
 
-TEST_CASE("bf16 matmul precision: the same bits for 1 and 2 threads") {
-  if (!cpu_bf16_matmul_available()) return;
-  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+TEST_CASE("float32 and bf16-precision matmuls (oneDNN's gemms where it has them): the same bits for 1 and 2 threads") {
   const int threads = omp_get_max_threads();
-  // A large product, a long inner dimension with a small output (where a library
-  // would split the sums across threads), and a batch of small ones.
-  for (auto [sa, sb] : {std::pair{Shape{768, 512}, Shape{512, 1024}}, {Shape{16, 4096}, Shape{4096, 64}},
-                        {Shape{64, 12, 24}, Shape{64, 24, 24}}}) {
-    Tensor a = randn(sa), b = randn(sb);
-    omp_set_num_threads(2);
-    std::vector<float> two = matmul(a, b).to_vector<float>();
-    omp_set_num_threads(1);
-    std::vector<float> one = matmul(a, b).to_vector<float>();
-    omp_set_num_threads(threads);
-    CHECK(one == two);
+  for (MatmulPrecision mode : {MatmulPrecision::float32, MatmulPrecision::bf16}) {
+    MatmulPrecisionGuard precision(mode);
+    // A large product, a long inner dimension with a small output (where a library
+    // would split the sums across threads), a batch of small ones, and transposed
+    // operands (a Linear's weight, and the weight gradient's X^T).
+    for (auto [a, b] : {std::pair{randn({768, 512}), randn({512, 1024})}, {randn({16, 4096}), randn({4096, 64})},
+                        {randn({64, 12, 24}), randn({64, 24, 24})}, {randn({600, 256}), randn({1024, 256}).t()},
+                        {randn({700, 300}).t(), randn({700, 512})}}) {
+      CAPTURE(a.shape());
+      CAPTURE(b.shape());
+      omp_set_num_threads(2);
+      std::vector<float> two = matmul(a, b).to_vector<float>();
+      omp_set_num_threads(1);
+      std::vector<float> one = matmul(a, b).to_vector<float>();
+      omp_set_num_threads(threads);
+      CHECK(one == two);
+    }
   }
 }
 

@@ -1,11 +1,13 @@
-// CPU kernels of matmul (ops/src/matmul.cpp): OpenBLAS sgemm/dgemm beside the
-// plain reference triple loop, a teaching pair. A transposed operand is passed
-// to BLAS as transposed (no copy); batches and row (or column) blocks of each
-// product run in one OpenMP loop of single-threaded gemms. In bf16 matmul
-// precision (loom/matmul_precision.h) each float32 block is rounded to bfloat16
-// and multiplied by oneDNN instead; the reference rounds the same way. A float32
-// block X @ W^T whose X fits in cache (a Linear's, few rows) skips BLAS for the
-// skinny kernel (skinny_matmul.h) on CPUs with AVX-512.
+// CPU kernels of matmul (ops/src/matmul.cpp): BLAS gemms beside the plain
+// reference triple loop, a teaching pair. A transposed operand is passed to the
+// gemm as transposed (no copy); batches and row (or column) blocks of each
+// product run in one OpenMP loop of single-threaded gemms. Which gemm multiplies
+// a block: float64, OpenBLAS's dgemm; float32, oneDNN's gemm where it has AVX-512
+// code (OpenBLAS's sgemm otherwise, and for tiny blocks), or the skinny kernel
+// (skinny_matmul.h) for X @ W^T with X in cache (a Linear's, few rows) on CPUs
+// with AVX-512. In bf16 matmul precision (loom/matmul_precision.h) each float32
+// block is rounded to bfloat16 and multiplied by oneDNN's bf16 gemm instead; the
+// reference rounds the same way.
 #include <cblas.h>
 #include <omp.h>
 
@@ -83,10 +85,10 @@ const Element* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, in
 
 // Below this many multiply-adds a oneDNN call costs more than its arithmetic (about
 // 4 us each, against 0.1-0.6 us for sgemm on decoding's one-query attention products;
-// measured): such a block multiplies its bfloat16-rounded operands, held in float32,
-// with sgemm. A product of two bfloat16 values is exact in float32 and the sums are
-// float32, so it is the same arithmetic.
-constexpr int64_t kSmallBf16Product = 1 << 17;
+// measured): such a float32 block runs on sgemm, and such a bf16 block multiplies its
+// bfloat16-rounded operands, held in float32, with sgemm. A product of two bfloat16
+// values is exact in float32 and the sums are float32, so it is the same arithmetic.
+constexpr int64_t kSmallOnednnProduct = 1 << 17;
 
 // One block's product in bf16: both operands rounded as stored (a transposed one
 // stays transposed), then oneDNN's bf16 gemm with float32 sums.
@@ -94,7 +96,7 @@ void gemm_bf16(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t 
                const float* b, float* c, int64_t ldc) {
   const bool ta = la.trans == CblasTrans, tb = lb.trans == CblasTrans;
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-  if (m * n * k < kSmallBf16Product) {
+  if (m * n * k < kSmallOnednnProduct) {
     thread_local std::vector<float> a32, b32;
     const float* pa = rounded_to_bf16(a, a_rows, a_cols, la.ld, a32);
     const float* pb = rounded_to_bf16(b, b_rows, b_cols, lb.ld, b32);
@@ -220,7 +222,7 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   if constexpr (std::is_same_v<T, float>) {
     // One large product in bf16 (a Linear's): each operand is rounded once, by all
     // threads, rather than the shared one again for every block.
-    if (bf16 && batches == 1 && blocks > 1 && std::min(m, kBlock) * std::min(n, kBlock) * k >= kSmallBf16Product)
+    if (bf16 && batches == 1 && blocks > 1 && std::min(m, kBlock) * std::min(n, kBlock) * k >= kSmallOnednnProduct)
       return bf16_blocks(*la, *lb, m, n, k, pa, pb, pc, split_rows, kBlock, blocks);
   }
   auto block_gemm = [&](int64_t bm, int64_t bn, const T* A, const T* B, T* C) {
@@ -230,6 +232,12 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
       if (la->trans == CblasNoTrans && lb->trans == CblasTrans && bm * k <= detail::kSkinnyRowFloats &&
           detail::skinny_matmul_available())
         return detail::skinny_matmul(bm, bn, k, A, la->ld, B, lb->ld, C, n);
+      // Where oneDNN has AVX-512 code its float32 gemm beats OpenBLAS's per block
+      // (README, Benchmarks: most under an AVX2 OPENBLAS_CORETYPE); tiny products
+      // stay with sgemm, which starts faster.
+      if (bm * bn * k >= kSmallOnednnProduct && onednn::f32_avx512_available())
+        return onednn::gemm_f32(la->trans == CblasTrans, lb->trans == CblasTrans, bm, bn, k, A, la->ld, B, lb->ld,
+                                C, n);
     }
     gemm<T>(la->trans, lb->trans, bm, bn, k, A, la->ld, B, lb->ld, C, n);
   };
