@@ -113,16 +113,21 @@ TEST_CASE("bfloat16 matmul: oneDNN and the reference loop agree with float64 on 
   }
 }
 
-TEST_CASE("bfloat16 matmul: the same bits for 1 and 2 threads") {
-  Tensor a = to_dtype(randn({768, 512}), bf16);
-  Tensor b = to_dtype(randn({512, 1024}), bf16);
+namespace {
+// Whether a @ b has the same bits on 1 thread as on 2.
+bool same_bits_for_1_and_2_threads(const Tensor& a, const Tensor& b) {
   const int threads = omp_get_max_threads();
   omp_set_num_threads(2);
   std::vector<float> two = matmul(a, b).to_vector<float>();
   omp_set_num_threads(1);
   std::vector<float> one = matmul(a, b).to_vector<float>();
   omp_set_num_threads(threads);
-  CHECK(one == two);
+  return one == two;
+}
+}  // namespace
+
+TEST_CASE("bfloat16 matmul: the same bits for 1 and 2 threads") {
+  CHECK(same_bits_for_1_and_2_threads(to_dtype(randn({768, 512}), bf16), to_dtype(randn({512, 1024}), bf16)));
 }
 
 namespace {
@@ -172,7 +177,6 @@ TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, flo
 }
 
 TEST_CASE("float32 and bf16-precision matmuls (oneDNN's gemms where it has them): the same bits for 1 and 2 threads") {
-  const int threads = omp_get_max_threads();
   for (MatmulPrecision mode : {MatmulPrecision::float32, MatmulPrecision::bf16}) {
     MatmulPrecisionGuard precision(mode);
     // A large product, a long inner dimension with a small output (where a library
@@ -183,12 +187,7 @@ TEST_CASE("float32 and bf16-precision matmuls (oneDNN's gemms where it has them)
                         {randn({700, 300}).t(), randn({700, 512})}}) {
       CAPTURE(a.shape());
       CAPTURE(b.shape());
-      omp_set_num_threads(2);
-      std::vector<float> two = matmul(a, b).to_vector<float>();
-      omp_set_num_threads(1);
-      std::vector<float> one = matmul(a, b).to_vector<float>();
-      omp_set_num_threads(threads);
-      CHECK(one == two);
+      CHECK(same_bits_for_1_and_2_threads(a, b));
     }
   }
 }
