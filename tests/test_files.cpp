@@ -73,7 +73,12 @@ TEST_CASE("SIGKILL at random points while saving checkpoints: the file on disk a
     return nn::NamedTensors{{"w", from_vector(std::vector<float>(n, static_cast<float>(version)), {n})},
                             {"b", from_vector(std::vector<float>(16, static_cast<float>(-version)), {16})}};
   };
+  // One save timed here sets the kill times: under a sanitizer on a loaded machine a
+  // save takes far longer than in a Release build on a quiet one.
+  const auto save_start = std::chrono::steady_clock::now();
   nn::save_safetensors(path, checkpoint(0), {{"version", "0"}});
+  const auto save_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                               save_start);
   int mid_write = 0, last_version = 0;
   const int trials = 40;
   for (int trial = 0; trial < trials; ++trial) {
@@ -82,8 +87,8 @@ TEST_CASE("SIGKILL at random points while saving checkpoints: the file on disk a
     if (child == 0) {  // saves new versions until killed (no OpenMP here: forked processes must not)
       for (int64_t v = last_version + 1;; ++v) nn::save_safetensors(path, checkpoint(v), {{"version", std::to_string(v)}});
     }
-    // Kill times spread over a few saves, fixed per trial (repeatable).
-    std::this_thread::sleep_for(std::chrono::microseconds(500 + (trial * 7919) % 60000));
+    // Kill times spread from half a save to four saves, in steps of half a save.
+    std::this_thread::sleep_for(std::chrono::microseconds(500) + save_time * ((trial * 5) % 8 + 1) / 2);
     ::kill(child, SIGKILL);
     int status = 0;
     ::waitpid(child, &status, 0);
