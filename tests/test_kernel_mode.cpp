@@ -24,23 +24,34 @@ struct StepResult {
 
 // A miniature Transformer block, float32: embedding, layer norm, masked
 // self-attention with dropout, a ReLU feed-forward, a tied output projection
-// and label-smoothed cross-entropy.
-StepResult training_step() {
-  const int64_t batch = 3, time = 5, d = 8, vocab = 11;
+// and label-smoothed cross-entropy. At width 8 every product is tiny; at width 64
+// (batch 4 x 24 tokens) the projections are large enough for bf16 precision.
+StepResult training_step(int64_t d = 8) {
+  const int64_t batch = d > 8 ? 4 : 3, time = d > 8 ? 24 : 5, vocab = d > 8 ? 300 : 11;
   Generator init(11);
-  Tensor emb = randn({vocab, d}, {f32}, init, 0, 0.5);
-  Tensor wq = randn({d, d}, {f32}, init, 0, 0.3), wk = randn({d, d}, {f32}, init, 0, 0.3);
-  Tensor wv = randn({d, d}, {f32}, init, 0, 0.3), w1 = randn({d, 16}, {f32}, init, 0, 0.3);
-  Tensor w2 = randn({16, d}, {f32}, init, 0, 0.3), gamma = ones({d}), beta = zeros({d});
+  const double scale = std::sqrt(8.0 / static_cast<double>(d));  // the logits' size for any width
+  const double e = 0.5 * scale, s = 0.3 * scale;
+  Tensor emb = randn({vocab, d}, {f32}, init, 0, e);
+  Tensor wq = randn({d, d}, {f32}, init, 0, s), wk = randn({d, d}, {f32}, init, 0, s);
+  Tensor wv = randn({d, d}, {f32}, init, 0, s), w1 = randn({d, 2 * d}, {f32}, init, 0, s);
+  Tensor w2 = randn({2 * d, d}, {f32}, init, 0, s), gamma = ones({d}), beta = zeros({d});
   std::vector<Tensor> params = {emb, wq, wk, wv, w1, w2, gamma, beta};
   for (Tensor& p : params) p.requires_grad_();
-  Tensor ids = from_vector<int64_t>({1, 4, 2, 9, 0, 3, 3, 7, 10, 5, 6, 2, 8, 1, 0}, {batch, time}, {i64});
-  Tensor target = from_vector<int64_t>({4, 2, 9, 0, -100, 3, 7, 10, 5, 6, 2, 8, 1, -100, -100}, {batch * time}, {i64});
+  // Token i reads id (7i + 3) mod vocab and predicts the next token's; every fifth is padding.
+  std::vector<int64_t> id_values, target_values;
+  for (int64_t i = 0; i < batch * time; ++i) {
+    id_values.push_back((7 * i + 3) % vocab);
+    target_values.push_back(i % 5 == 4 ? -100 : (7 * (i + 1) + 3) % vocab);
+  }
+  Tensor ids = from_vector<int64_t>(id_values, {batch, time}, {i64});
+  Tensor target = from_vector<int64_t>(target_values, {batch * time}, {i64});
 
   Generator drop(5);
   Tensor x = embedding(emb, ids);                       // [B, T, D]
   Tensor h = layer_norm(x, gamma, beta);
-  auto heads = [&](const Tensor& w) { return matmul(h, w).reshape({batch, time, 2, d / 2}).permute({0, 2, 1, 3}); };
+  auto heads = [&](const Tensor& w) {  // all tokens as one product, as a Linear multiplies them
+    return matmul(h.reshape({batch * time, d}), w).reshape({batch, time, 2, d / 2}).permute({0, 2, 1, 3});
+  };
   Tensor attn = scaled_dot_product_attention(heads(wq), heads(wk), heads(wv), causal_mask(time), 0.1, true, drop);
   x = x + attn.permute({0, 2, 1, 3}).reshape({batch, time, d});
   x = x + matmul(dropout(relu(matmul(layer_norm(x, gamma, beta), w1)), 0.1, true, drop), w2);
@@ -72,7 +83,7 @@ std::pair<double, double> gradient_difference(const std::vector<float>& fast, co
 
 TEST_CASE("a training step on the reference kernels matches the fast kernels") {
   StepResult fast = training_step();
-  StepResult reference = on_reference_kernels(training_step);
+  StepResult reference = on_reference_kernels([] { return training_step(); });
   CHECK(std::isfinite(fast.loss));
   CHECK(fast.loss == doctest::Approx(reference.loss).epsilon(1e-5));
   REQUIRE(fast.grads.size() == reference.grads.size());
@@ -145,10 +156,11 @@ double worst_relative(const Tensor& got, const Tensor& want, const Tensor& magni
 }  // namespace
 
 TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, float32 sums and result") {
-  // A small product (sgemm on the rounded values), a batch of large ones (oneDNN's bf16
-  // gemm, operands rounded per block) and one large one (rounded once up front); the
-  // second operand broadcast over the batch and transposed, as in a linear layer.
-  for (auto [sa, sb] : {std::pair{Shape{3, 40, 64}, Shape{50, 64}}, {Shape{2, 300, 128}, Shape{600, 128}},
+  // A product whose two row blocks are small (sgemm on the rounded values), a batch of
+  // large ones (oneDNN's bf16 gemm, operands rounded per block) and one large one
+  // (rounded once up front); the second operand broadcast over the batch and
+  // transposed, as in a linear layer.
+  for (auto [sa, sb] : {std::pair{Shape{3, 130, 64}, Shape{20, 64}}, {Shape{2, 300, 128}, Shape{600, 128}},
                         {Shape{1, 600, 128}, Shape{500, 128}}}) {
     INFO("a: ", sa.size(), " dims, ", sa[sa.size() - 2], " rows");
     Tensor a = randn(sa);
@@ -176,6 +188,22 @@ TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, flo
   }
 }
 
+TEST_CASE("bf16 matmul precision: a tiny product (under 2^17 multiply-adds, as a head's attention) stays float32") {
+  // 40 x 64 @ 64 x 50 = 128,000 multiply-adds per batch entry, just under 2^17.
+  Tensor a = randn({3, 40, 64}), bt = transpose(randn({50, 64}), 0, 1);
+  Tensor float32_result = matmul(a, bt);
+  Tensor float32_reference = on_reference_kernels([&] { return matmul(a, bt); });
+  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+  CHECK(matmul(a, bt).to_vector<float>() == float32_result.to_vector<float>());
+  CHECK(on_reference_kernels([&] { return matmul(a, bt); }).to_vector<float>() ==
+        float32_reference.to_vector<float>());
+  // One more row (41 x 64 x 50 = 131,200) is past the line: bf16 where the CPU has it.
+  Tensor a41 = randn({41, 64});
+  Tensor bf16_result = matmul(a41, bt);
+  MatmulPrecisionGuard back(MatmulPrecision::float32);
+  CHECK((bf16_result.to_vector<float>() != matmul(a41, bt).to_vector<float>()) == cpu_bf16_matmul_available());
+}
+
 TEST_CASE("float32 and bf16-precision matmuls (oneDNN's gemms where it has them): the same bits for 1 and 2 threads") {
   for (MatmulPrecision mode : {MatmulPrecision::float32, MatmulPrecision::bf16}) {
     MatmulPrecisionGuard precision(mode);
@@ -194,10 +222,11 @@ TEST_CASE("float32 and bf16-precision matmuls (oneDNN's gemms where it has them)
 
 TEST_CASE("a training step in bf16 matmul precision: the reference kernels match the fast ones, float32 is near") {
   if (!cpu_bf16_matmul_available()) return;
-  StepResult float32_step = training_step();
+  auto wide_step = [] { return training_step(64); };  // width 8's products are all tiny: float32
+  StepResult float32_step = wide_step();
   MatmulPrecisionGuard precision(MatmulPrecision::bf16);
-  StepResult fast = training_step();
-  StepResult reference = on_reference_kernels(training_step);
+  StepResult fast = wide_step();
+  StepResult reference = on_reference_kernels(wide_step);
   CHECK(fast.loss == doctest::Approx(reference.loss).epsilon(1e-5));
   CHECK(fast.loss == doctest::Approx(float32_step.loss).epsilon(1e-2));
   CHECK(fast.loss != float32_step.loss);  // the products did round

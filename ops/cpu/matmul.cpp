@@ -6,8 +6,8 @@
 // code (OpenBLAS's sgemm otherwise, and for tiny blocks), or the skinny kernel
 // (skinny_matmul.h) for X @ W^T with X in cache (a Linear's, few rows) on CPUs
 // with AVX-512. In bf16 matmul precision (loom/matmul_precision.h) each float32
-// block is rounded to bfloat16 and multiplied by oneDNN's bf16 gemm instead; the
-// reference rounds the same way.
+// block of a product that is not tiny (in_bf16) is rounded to bfloat16 and
+// multiplied by oneDNN's bf16 gemm instead; the reference rounds the same way.
 #include <cblas.h>
 #include <omp.h>
 
@@ -53,11 +53,24 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
-// Whether this product runs in bf16: float32 operands, bf16 precision asked for,
-// and a CPU that has the instructions (otherwise it stays float32).
+
+// Below this many multiply-adds a oneDNN call costs more than its arithmetic (about
+// 4 us each, against 0.1-0.6 us for sgemm on decoding's one-query attention products;
+// measured): such a float32 block runs on sgemm, and such a bf16 block multiplies its
+// bfloat16-rounded operands, held in float32, with sgemm. A product of two bfloat16
+// values is exact in float32 and the sums are float32, so it is the same arithmetic.
+constexpr int64_t kSmallOnednnProduct = 1 << 17;
+
+// Whether an m x k @ k x n product (each of a batch's) runs in bf16: float32
+// operands, bf16 precision asked for, a CPU that has the instructions, and a
+// product of at least kSmallOnednnProduct multiply-adds. Smaller ones (attention's
+// per-head products) stay float32: rounding their operands took longer than the
+// product (a base-model head's 24 x 64 @ 64 x 24: 0.29 ms for a batch of 256 in
+// bf16, 0.12 ms in float32, measured), and float32 is the more exact of the two.
 template <typename T>
-bool in_bf16() {
-  return std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bf16 && onednn::bf16_available();
+bool in_bf16(int64_t m, int64_t n, int64_t k) {
+  return std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bf16 && onednn::bf16_available() &&
+         m * n * k >= kSmallOnednnProduct;
 }
 
 // A float32 operand as stored (rows x cols with row stride ld), rounded to bfloat16
@@ -83,12 +96,6 @@ const Element* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, in
   return buffer.data();
 }
 
-// Below this many multiply-adds a oneDNN call costs more than its arithmetic (about
-// 4 us each, against 0.1-0.6 us for sgemm on decoding's one-query attention products;
-// measured): such a float32 block runs on sgemm, and such a bf16 block multiplies its
-// bfloat16-rounded operands, held in float32, with sgemm. A product of two bfloat16
-// values is exact in float32 and the sums are float32, so it is the same arithmetic.
-constexpr int64_t kSmallOnednnProduct = 1 << 17;
 
 // One block's product in bf16: both operands rounded as stored (a transposed one
 // stays transposed), then oneDNN's bf16 gemm with float32 sums.
@@ -164,7 +171,7 @@ void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const
   Shape b_batch_strides(b.strides().begin(), b.strides().end() - 2);
   int64_t sam = a.strides()[a.dim() - 2], sak = a.strides()[a.dim() - 1];
   int64_t sbk = b.strides()[b.dim() - 2], sbn = b.strides()[b.dim() - 1];
-  const bool bf16 = in_bf16<T>();
+  const bool bf16 = in_bf16<T>(m, n, k);
   auto rounded = [bf16](T x) { return bf16 ? static_cast<T>(static_cast<float>(bfloat16(static_cast<float>(x)))) : x; };
   for (int64_t bi = 0; bi < shape_numel(batch); ++bi) {
     const T* A = pa + strided_offset(bi, batch, a_batch_strides);
@@ -210,15 +217,19 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   // runs on one thread inside an OpenMP region). OpenBLAS's own threading splits
   // the inner dimension differently for different thread counts, which changes
   // the rounding; this split does not, so the bits are the same for any thread count.
-  // Blocks of up to 256 (smaller ones re-pack the other operand too often, measured),
-  // and at least two blocks from 128 up so mid-size products still use two cores.
+  // Blocks of up to 256 rows (smaller ones re-pack the other operand too often,
+  // measured), in an even number from 128 rows up so that two cores get equal
+  // shares: 768 rows as 3 x 256 left one core idle for a third of the product
+  // (4 x 192 is 15-50% faster on the base model's 768 x 512 products, measured).
+  // Below 128, one block: a tiny product is not worth a second gemm call.
   const bool split_rows = m >= n;
   const int64_t split_size = split_rows ? m : n;
-  const int64_t kBlock = std::clamp<int64_t>(((split_size + 1) / 2 + 63) / 64 * 64, 64, 256);
+  const int64_t even_blocks = split_size < 128 ? 1 : ((split_size + 255) / 256 + 1) / 2 * 2;
+  const int64_t kBlock = ((split_size + even_blocks - 1) / even_blocks + 15) / 16 * 16;
   const int64_t blocks = (split_size + kBlock - 1) / kBlock;
   const T* a_base = pa;
   const T* b_base = pb;
-  const bool bf16 = in_bf16<T>();
+  const bool bf16 = in_bf16<T>(m, n, k);
   if constexpr (std::is_same_v<T, float>) {
     // One large product in bf16 (a Linear's): each operand is rounded once, by all
     // threads, rather than the shared one again for every block.

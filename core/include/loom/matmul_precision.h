@@ -10,7 +10,9 @@
 // - float32: parameters (the master weights), gradients, Adam's moments, embeddings,
 //   softmax and log-softmax, layer norm, dropout, the loss, everything elementwise.
 // Unlike autocast, the product's result stays float32 instead of being rounded to
-// bfloat16 as well: one rounding fewer, and no bf16 tensors between ops.
+// bfloat16 as well: one rounding fewer, and no bf16 tensors between ops. And on the
+// CPU a tiny product (under 2^17 multiply-adds, as one head's attention scores are)
+// stays float32: rounding its operands costs more than bf16 saves (ops/cpu/matmul.cpp).
 //
 // A CPU without fast bf16 products (AVX512-BF16, as oneDNN sees it; ops.h:
 // cpu_bf16_matmul_available) stays in float32 whatever the mode says. On CUDA the
