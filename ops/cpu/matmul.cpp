@@ -53,7 +53,6 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
-
 // Below this many multiply-adds a oneDNN call costs more than its arithmetic (about
 // 4 us each, against 0.1-0.6 us for sgemm on decoding's one-query attention products;
 // measured): such a float32 block runs on sgemm, and such a bf16 block multiplies its
@@ -95,7 +94,6 @@ const Element* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, in
   }
   return buffer.data();
 }
-
 
 // One block's product in bf16: both operands rounded as stored (a transposed one
 // stays transposed), then oneDNN's bf16 gemm with float32 sums.

@@ -4,7 +4,6 @@
 // never depend on the thread count.
 #include <omp.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "loom/kernel_table.h"
@@ -15,21 +14,17 @@
 namespace loom {
 
 namespace {
-// Calls body(begin, end) on one contiguous range of [0, n) per thread (or on all
-// of it: the reference, and small parameters). The body's own loop is what the
-// compiler vectorizes: its operands are local restrict pointers and scalars, so
-// no store can alias them (through a lambda's captured references it could,
-// and the loop stayed scalar: 4x slower, measured).
+// Calls body(begin, end) on one range per thread (kernels::parallel_ranges), or on
+// all of [0, n) for the reference. The body's own loop is what the compiler
+// vectorizes: its operands are local restrict pointers and scalars, so no store
+// can alias them (through a lambda's captured references it could, and the loop
+// stayed scalar: 4x slower, measured).
 template <bool Fast, typename Body>
 void for_each_range(int64_t n, Body body) {
-  if (!Fast || n < kernels::kParallelGrain || omp_get_max_threads() == 1 || omp_in_parallel()) return body(0, n);
-#pragma omp parallel
-  {
-    const int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
-    const int64_t chunk = ((n + threads - 1) / threads + 63) / 64 * 64;  // whole vectors per thread
-    const int64_t begin = std::min(n, id * chunk), end = std::min(n, begin + chunk);
-    if (begin < end) body(begin, end);
-  }
+  if constexpr (Fast)
+    kernels::parallel_ranges(n, body);
+  else
+    body(int64_t{0}, n);
 }
 
 template <typename T, bool Fast>

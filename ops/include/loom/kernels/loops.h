@@ -88,22 +88,28 @@ void run_range(const Loop<N>& loop, int64_t begin, int64_t end, Segment& segment
   }
 }
 
-template <size_t N, typename Segment>
-void parallel_for_each_segment(const Loop<N>& loop, Segment segment) {
-  const int64_t numel = loop.numel;
-  if (numel == 0) return;
-  if (numel < kParallelGrain || omp_get_max_threads() == 1 || omp_in_parallel()) {
-    run_range(loop, 0, numel, segment);
+// Calls range(begin, end) on one contiguous range of [0, n) per thread, or on all
+// of it below kParallelGrain (or on one thread, or inside a parallel region).
+template <typename Range>
+void parallel_ranges(int64_t n, Range range) {
+  if (n == 0) return;
+  if (n < kParallelGrain || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    range(int64_t{0}, n);
     return;
   }
 #pragma omp parallel
   {
     int64_t threads = omp_get_num_threads(), id = omp_get_thread_num();
     // Chunks aligned to 64 elements keep each thread's vector loop whole.
-    int64_t chunk = ((numel + threads - 1) / threads + 63) / 64 * 64;
-    int64_t begin = std::min(numel, id * chunk), end = std::min(numel, begin + chunk);
-    if (begin < end) run_range(loop, begin, end, segment);
+    int64_t chunk = ((n + threads - 1) / threads + 63) / 64 * 64;
+    int64_t begin = std::min(n, id * chunk), end = std::min(n, begin + chunk);
+    if (begin < end) range(begin, end);
   }
+}
+
+template <size_t N, typename Segment>
+void parallel_for_each_segment(const Loop<N>& loop, Segment segment) {
+  parallel_ranges(loop.numel, [&](int64_t begin, int64_t end) { run_range(loop, begin, end, segment); });
 }
 
 // out = f(a) elementwise; out is a fresh contiguous tensor of a's shape.
