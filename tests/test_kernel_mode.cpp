@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -185,6 +186,34 @@ TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, flo
     CHECK(worst_relative(fast, exact, magnitude) <= sum_error);
     CHECK(worst_relative(reference, exact, magnitude) <= sum_error);
     CHECK(worst_relative(float32_result, exact, magnitude) >= 1e-3);
+  }
+}
+
+TEST_CASE("bf16 matmul precision rounds as AVX512-BF16 does: a float32 denormal is zero, NaN stays NaN") {
+  if (!cpu_bf16_matmul_available()) return;
+  // The three bf16 paths, as above. Row 0 of a holds only denormals and row 1 one NaN.
+  for (auto [sa, sb] : {std::pair{Shape{3, 130, 64}, Shape{20, 64}}, {Shape{2, 300, 128}, Shape{600, 128}},
+                        {Shape{1, 600, 128}, Shape{500, 128}}}) {
+    INFO("a: ", sa[1], " rows");
+    std::vector<float> values = randn(sa).to_vector<float>();
+    const int64_t k = sa[2];
+    for (int64_t p = 0; p < k; ++p) values[p] = (p % 2 ? -1.0f : 1.0f) * std::ldexp(1.5f, -128 - p % 20);
+    values[k + 5] = std::nanf("");
+    Tensor a = from_vector(values, sa);
+    Tensor bt = transpose(randn(sb), 0, 1);
+    const int64_t n = sb[0];
+    auto rows_0_and_1 = [n](const Tensor& product) {
+      std::vector<float> all = product.to_vector<float>();
+      return std::vector<float>(all.begin(), all.begin() + 2 * n);
+    };
+    std::vector<float> float32_rows = rows_0_and_1(matmul(a, bt));
+    CHECK(std::any_of(float32_rows.begin(), float32_rows.begin() + n, [](float v) { return v != 0; }));
+    MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+    for (const std::vector<float>& rows :
+         {rows_0_and_1(matmul(a, bt)), rows_0_and_1(on_reference_kernels([&] { return matmul(a, bt); }))}) {
+      CHECK(std::all_of(rows.begin(), rows.begin() + n, [](float v) { return v == 0; }));
+      CHECK(std::all_of(rows.begin() + n, rows.end(), [](float v) { return std::isnan(v); }));
+    }
   }
 }
 

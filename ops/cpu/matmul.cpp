@@ -6,8 +6,9 @@
 // code (OpenBLAS's sgemm otherwise, and for tiny blocks), or the skinny kernel
 // (skinny_matmul.h) for X @ W^T with X in cache (a Linear's, few rows) on CPUs
 // with AVX-512. In bf16 matmul precision (loom/matmul_precision.h) each float32
-// block of a product that is not tiny (in_bf16) is rounded to bfloat16 and
-// multiplied by oneDNN's bf16 gemm instead; the reference rounds the same way.
+// block of a product that is not tiny (in_bf16) is rounded to bfloat16 as
+// AVX512-BF16 rounds (bf16_rounding.h) and multiplied by oneDNN's bf16 gemm
+// instead; the reference rounds the same way.
 #include <cblas.h>
 #include <omp.h>
 
@@ -20,6 +21,7 @@
 #include "loom/autograd.h"
 #include "loom/kernel_table.h"
 #include "loom/matmul_precision.h"
+#include "bf16_rounding.h"
 #include "onednn_gemm.h"
 #include "skinny_matmul.h"
 #include "loom/ops/kernel_signatures.h"
@@ -73,24 +75,19 @@ bool in_bf16(int64_t m, int64_t n, int64_t k) {
 }
 
 // A float32 operand as stored (rows x cols with row stride ld), rounded to bfloat16
-// into a dense per-thread buffer; returns the buffer (row stride cols). Element is
-// bfloat16, or float for bfloat16 values held exactly in float32.
+// (bf16_rounding.h) into a dense per-thread buffer; returns the buffer (row stride
+// cols). Element is bfloat16, or float for bfloat16 values held exactly in float32.
 template <typename Element>
 const Element* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, int64_t ld,
                                std::vector<Element>& buffer) {
   buffer.resize(static_cast<size_t>(rows * cols));
-  using Stored = std::conditional_t<std::is_same_v<Element, float>, float, uint16_t>;
-  Stored* out = reinterpret_cast<Stored*>(buffer.data());
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = data + r * ld;
-#pragma omp simd  // bfloat16's rounding is branch-free integer work: 16 lanes at a time
-    for (int64_t c = 0; c < cols; ++c) {
-      const uint16_t bits = bfloat16::round_to_bf16_bits(row[c]);
-      if constexpr (std::is_same_v<Element, float>)
-        out[r * cols + c] = std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-      else
-        out[r * cols + c] = bits;
-    }
+  if constexpr (std::is_same_v<Element, bfloat16>) {
+    detail::round_rows_to_bf16(data, rows, cols, ld, buffer.data());
+  } else {
+    for (int64_t r = 0; r < rows; ++r)
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c)
+        buffer[r * cols + c] = detail::matmul_bf16_rounded(data[r * ld + c]);
   }
   return buffer.data();
 }
@@ -130,20 +127,14 @@ void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_
   a16.resize(static_cast<size_t>(a_rows * a_cols));
   b16.resize(static_cast<size_t>(b_rows * b_cols));
   // Pointers, not the buffers: inside the parallel region a thread_local names each thread's own.
-  const bfloat16* const pa = a16.data();
-  const bfloat16* const pb = b16.data();
-  uint16_t* const ra = reinterpret_cast<uint16_t*>(a16.data());
-  uint16_t* const rb = reinterpret_cast<uint16_t*>(b16.data());
+  bfloat16* const pa = a16.data();
+  bfloat16* const pb = b16.data();
 #pragma omp parallel
   {
 #pragma omp for schedule(static) nowait
-    for (int64_t r = 0; r < a_rows; ++r)
-#pragma omp simd
-      for (int64_t col = 0; col < a_cols; ++col) ra[r * a_cols + col] = bfloat16::round_to_bf16_bits(a[r * la.ld + col]);
+    for (int64_t r = 0; r < a_rows; ++r) detail::round_rows_to_bf16(a + r * la.ld, 1, a_cols, la.ld, pa + r * a_cols);
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < b_rows; ++r)
-#pragma omp simd
-      for (int64_t col = 0; col < b_cols; ++col) rb[r * b_cols + col] = bfloat16::round_to_bf16_bits(b[r * lb.ld + col]);
+    for (int64_t r = 0; r < b_rows; ++r) detail::round_rows_to_bf16(b + r * lb.ld, 1, b_cols, lb.ld, pb + r * b_cols);
 #pragma omp for schedule(static)
     for (int64_t block = 0; block < blocks; ++block) {
       const int64_t start = block * block_size, count = std::min(block_size, (split_rows ? m : n) - start);
@@ -170,7 +161,7 @@ void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const
   int64_t sam = a.strides()[a.dim() - 2], sak = a.strides()[a.dim() - 1];
   int64_t sbk = b.strides()[b.dim() - 2], sbn = b.strides()[b.dim() - 1];
   const bool bf16 = in_bf16<T>(m, n, k);
-  auto rounded = [bf16](T x) { return bf16 ? static_cast<T>(static_cast<float>(bfloat16(static_cast<float>(x)))) : x; };
+  auto rounded = [bf16](T x) { return bf16 ? static_cast<T>(detail::matmul_bf16_rounded(static_cast<float>(x))) : x; };
   for (int64_t bi = 0; bi < shape_numel(batch); ++bi) {
     const T* A = pa + strided_offset(bi, batch, a_batch_strides);
     const T* B = pb + strided_offset(bi, batch, b_batch_strides);
