@@ -1,5 +1,5 @@
-// Rounding float32 to bfloat16 for matmuls (bf16_rounding.h): VCVTNE2PS2BF16
-// where the CPU has it, the same arithmetic in integers elsewhere.
+// Rounding float32 to bfloat16 (bf16_rounding.h): VCVTNE2PS2BF16 where the CPU
+// has it, the integer arithmetic of bfloat16.h elsewhere.
 #include "bf16_rounding.h"
 
 #include <cstring>
@@ -17,17 +17,28 @@ namespace {
 
 void round_row_portable(const float* row, int64_t cols, uint16_t* out) {
 #pragma omp simd
-  for (int64_t c = 0; c < cols; ++c) out[c] = matmul_bf16_bits(row[c]);
+  for (int64_t c = 0; c < cols; ++c) out[c] = bfloat16::round_to_bf16_bits(row[c]);
 }
 
 #if LOOM_HAS_BF16_CONVERT
-// 32 values per instruction; the tail (cols % 32) through the portable loop.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void round_row_avx512bf16(const float* row,
-                                                                                          int64_t cols,
-                                                                                          uint16_t* out) {
+#define LOOM_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// Lanes holding a nonzero denormal (magnitude bits in [1, 2^23)), which the instruction would flush.
+LOOM_TARGET_BF16 inline __mmask16 denormal_lanes(__m512 v) {
+  const __m512i magnitude = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+  return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(magnitude, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fffff));
+}
+
+// 32 values per instruction; groups with a denormal and the tail (cols % 32) the portable way.
+LOOM_TARGET_BF16 void round_row_avx512bf16(const float* row, int64_t cols, uint16_t* out) {
   int64_t c = 0;
   for (; c + 32 <= cols; c += 32) {
-    const __m512bh pair = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + c + 16), _mm512_loadu_ps(row + c));
+    const __m512 low = _mm512_loadu_ps(row + c), high = _mm512_loadu_ps(row + c + 16);
+    if (denormal_lanes(low) | denormal_lanes(high)) {
+      round_row_portable(row + c, 32, out + c);
+      continue;
+    }
+    const __m512bh pair = _mm512_cvtne2ps_pbh(high, low);
     __m512i bits;
     std::memcpy(&bits, &pair, sizeof bits);
     _mm512_storeu_si512(out + c, bits);

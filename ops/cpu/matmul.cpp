@@ -6,9 +6,9 @@
 // code (OpenBLAS's sgemm otherwise, and for tiny blocks), or the skinny kernel
 // (skinny_matmul.h) for X @ W^T with X in cache (a Linear's, few rows) on CPUs
 // with AVX-512. In bf16 matmul precision (loom/matmul_precision.h) each float32
-// block of a product that is not tiny (in_bf16) is rounded to bfloat16 as
-// AVX512-BF16 rounds (bf16_rounding.h) and multiplied by oneDNN's bf16 gemm
-// instead; the reference rounds the same way.
+// block of a product that is not tiny (in_bf16) is rounded to bfloat16
+// (bf16_rounding.h) and multiplied by oneDNN's bf16 gemm instead; the reference
+// rounds the same way.
 #include <cblas.h>
 #include <omp.h>
 
@@ -87,7 +87,7 @@ const Element* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, in
     for (int64_t r = 0; r < rows; ++r)
 #pragma omp simd
       for (int64_t c = 0; c < cols; ++c)
-        buffer[r * cols + c] = detail::matmul_bf16_rounded(data[r * ld + c]);
+        buffer[r * cols + c] = static_cast<float>(bfloat16(data[r * ld + c]));
   }
   return buffer.data();
 }
@@ -161,7 +161,7 @@ void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const
   int64_t sam = a.strides()[a.dim() - 2], sak = a.strides()[a.dim() - 1];
   int64_t sbk = b.strides()[b.dim() - 2], sbn = b.strides()[b.dim() - 1];
   const bool bf16 = in_bf16<T>(m, n, k);
-  auto rounded = [bf16](T x) { return bf16 ? static_cast<T>(detail::matmul_bf16_rounded(static_cast<float>(x))) : x; };
+  auto rounded = [bf16](T x) { return bf16 ? static_cast<T>(static_cast<float>(bfloat16(static_cast<float>(x)))) : x; };
   for (int64_t bi = 0; bi < shape_numel(batch); ++bi) {
     const T* A = pa + strided_offset(bi, batch, a_batch_strides);
     const T* B = pb + strided_offset(bi, batch, b_batch_strides);
