@@ -223,6 +223,34 @@ TEST_CASE("bf16 matmul precision: a tiny product (under 2^17 multiply-adds, as a
   CHECK((bf16_result.to_vector<float>() != matmul(a41, bt).to_vector<float>()) == cpu_bf16_matmul_available());
 }
 
+TEST_CASE("bf16 matmul precision, a product autograd differentiates: operands rounded once, the same bits") {
+  if (!cpu_bf16_matmul_available()) return;
+  // A Linear's product, x @ w^T: the op rounds x, w and then g once each and keeps
+  // the bfloat16 copies; each value and gradient must be the bits the float32
+  // kernel gives when it rounds the operands of every product itself (no grad).
+  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+  Tensor x = randn({300, 128}).requires_grad_(), w = randn({200, 128}).requires_grad_();
+  Tensor g = randn({300, 200});
+  Tensor y = matmul(x, w.t());
+  y.backward(g);
+  NoGradGuard no_grad;
+  CHECK(y.to_vector<float>() == matmul(x, w.t()).to_vector<float>());
+  CHECK(x.grad().to_vector<float>() == matmul(g, w).to_vector<float>());
+  CHECK(w.grad().to_vector<float>() == matmul(g.t(), x).to_vector<float>());
+  CHECK(y.to_vector<float>() != [&] {  // and they did round
+    MatmulPrecisionGuard float32(MatmulPrecision::float32);
+    return matmul(x, w.t()).to_vector<float>();
+  }());
+}
+
+TEST_CASE("bf16 matmul precision: a second derivative through a rounded-once product is a clear error") {
+  if (!cpu_bf16_matmul_available()) return;
+  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+  Tensor x = randn({300, 128}).requires_grad_(), w = randn({200, 128}).requires_grad_();
+  Tensor loss = sum(matmul(x, w.t()));
+  CHECK_THROWS_WITH_AS(grad({loss}, {x}, {}, {.create_graph = true}), doctest::Contains("second derivative"), Error);
+}
+
 TEST_CASE("float32 and bf16-precision matmuls (oneDNN's gemms where it has them): the same bits for 1 and 2 threads") {
   for (MatmulPrecision mode : {MatmulPrecision::float32, MatmulPrecision::bf16}) {
     MatmulPrecisionGuard precision(mode);

@@ -44,34 +44,35 @@ int blas_int(int64_t v, const char* what) {
 // C^T (n x m, ldc n) = op(B') (n x k) op(A') (k x m), `batches` of them at the given strides.
 // float32 in bf16 matmul precision (loom/matmul_precision.h): cuBLAS rounds both
 // operands to bfloat16 and sums in float32 (CUBLAS_COMPUTE_32F_FAST_16BF), the
-// CPU's rule; the bfloat16 dtype: bf16 in and out, float32 sums, one rounding.
+// CPU's rule; the bfloat16 dtype: bf16 in and out, float32 sums, one rounding
+// (or float32 out, float_out: the sums kept).
 template <typename T>
-void gemm_batched(cublasHandle_t handle, const BlasOperand& a, const BlasOperand& b, T* c, const T* pa, const T* pb,
-                  int64_t m, int64_t n, int64_t k, int64_t batches, int64_t stride_a, int64_t stride_b,
-                  int64_t stride_c) {
+void gemm_batched(cublasHandle_t handle, const BlasOperand& a, const BlasOperand& b, void* c, const T* pa,
+                  const T* pb, int64_t m, int64_t n, int64_t k, int64_t batches, int64_t stride_a, int64_t stride_b,
+                  int64_t stride_c, bool float_out) {
   const int im = blas_int(m, "M"), in = blas_int(n, "N"), ik = blas_int(k, "K"), count = blas_int(batches, "batch");
   const int lda = blas_int(a.ld, "lda"), ldb = blas_int(b.ld, "ldb");
   // A float32-computed product of `type` operands (alpha and beta are float32 then).
-  auto gemm_ex = [&](cudaDataType_t type, cublasComputeType_t compute) {
+  auto gemm_ex = [&](cudaDataType_t type, cublasComputeType_t compute, cudaDataType_t c_type) {
     const float one = 1, zero = 0;
     LOOM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, b.op, a.op, in, im, ik, &one, pb, type, ldb, stride_b, pa,
-                                                 type, lda, stride_a, &zero, c, type, in, stride_c, count, compute,
+                                                 type, lda, stride_a, &zero, c, c_type, in, stride_c, count, compute,
                                                  CUBLAS_GEMM_DEFAULT));
   };
   if constexpr (std::is_same_v<T, bfloat16>) {
-    gemm_ex(CUDA_R_16BF, CUBLAS_COMPUTE_32F);
+    gemm_ex(CUDA_R_16BF, CUBLAS_COMPUTE_32F, float_out ? CUDA_R_32F : CUDA_R_16BF);
   } else if constexpr (std::is_same_v<T, double>) {
     const double one = 1, zero = 0;
     LOOM_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, b.op, a.op, in, im, ik, &one, pb, ldb, stride_b, pa, lda,
-                                                stride_a, &zero, c, in, stride_c, count));
+                                                stride_a, &zero, static_cast<double*>(c), in, stride_c, count));
   } else if (matmul_precision() == MatmulPrecision::bf16) {
-    gemm_ex(CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16BF);
+    gemm_ex(CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16BF, CUDA_R_32F);
   } else if (tf32_enabled()) {
-    gemm_ex(CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32);
+    gemm_ex(CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F);
   } else {
     const float one = 1, zero = 0;
     LOOM_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, b.op, a.op, in, im, ik, &one, pb, ldb, stride_b, pa, lda,
-                                                stride_a, &zero, c, in, stride_c, count));
+                                                stride_a, &zero, static_cast<float*>(c), in, stride_c, count));
   }
 }
 
@@ -81,7 +82,7 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t nd = out.dim(), m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);
   if (out.numel() == 0) return;
   if (k == 0) {  // an empty sum: zeros
-    LOOM_CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, out.numel() * sizeof(T), on.stream()));
+    LOOM_CUDA_CHECK(cudaMemsetAsync(out.raw_data(), 0, out.numel() * dtype_size(out.dtype()), on.stream()));
     return;
   }
   const BlasOperand ba = blas_operand<T>(a, m, k, on.stream()), bb = blas_operand<T>(b, k, n, on.stream());
@@ -93,7 +94,10 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   Strided<3> s = strided<3>("matmul", batch, {batch_strides(out), batch_strides(ba.tensor), batch_strides(bb.tensor)});
   const int inner = s.ndim - 1;
   const int64_t runs = s.numel / s.sizes[inner];
-  T* pc = static_cast<T*>(out.raw_data());
+  // The result: T, or float32 sums of bfloat16 operands (bf16 matmul precision's rounded-once products).
+  const bool float_out = std::is_same_v<T, bfloat16> && out.dtype() == DType::f32;
+  char* pc = static_cast<char*>(out.raw_data());
+  const int64_t out_element = dtype_size(out.dtype());
   const T* pa = static_cast<const T*>(ba.tensor.raw_data());
   const T* pb = static_cast<const T*>(bb.tensor.raw_data());
   for (int64_t run = 0; run < runs; ++run) {
@@ -106,8 +110,8 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
         for (int q = 0; q < 3; ++q) off[q] += index * s.strides[q][d];
       }
     }
-    gemm_batched<T>(handle, ba, bb, pc + off[0], pa + off[1], pb + off[2], m, n, k, s.sizes[inner],
-                    s.strides[1][inner], s.strides[2][inner], s.strides[0][inner]);
+    gemm_batched<T>(handle, ba, bb, pc + off[0] * out_element, pa + off[1], pb + off[2], m, n, k, s.sizes[inner],
+                    s.strides[1][inner], s.strides[2][inner], s.strides[0][inner], float_out);
   }
 }
 

@@ -22,6 +22,7 @@
 #include "loom/kernel_table.h"
 #include "loom/matmul_precision.h"
 #include "bf16_rounding.h"
+#include "matmul_blocks.h"
 #include "onednn_gemm.h"
 #include "skinny_matmul.h"
 #include "loom/ops/kernel_signatures.h"
@@ -32,19 +33,8 @@ namespace loom {
 
 namespace {
 
-// How BLAS reads one matrix operand: a row-major view or a transposed one.
-struct GemmOperand {
-  CBLAS_TRANSPOSE trans;
-  int64_t ld;
-};
-
-std::optional<GemmOperand> gemm_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= std::max<int64_t>(cols, 1)))
-    return GemmOperand{CblasNoTrans, rows == 1 ? std::max<int64_t>(cols, 1) : row_stride};
-  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= std::max<int64_t>(rows, 1)))
-    return GemmOperand{CblasTrans, cols == 1 ? std::max<int64_t>(rows, 1) : col_stride};
-  return std::nullopt;
-}
+using detail::element_at;
+using detail::GemmOperand;
 
 template <typename T>
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
@@ -111,16 +101,10 @@ void gemm_bf16(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t 
   onednn::gemm_bf16(ta, tb, m, n, k, pa, a_cols, pb, b_cols, c, ldc);
 }
 
-// Element (i, j) of a matrix stored row-major or transposed with leading dim ld.
-template <typename T>
-const T* element_at(const T* base, CBLAS_TRANSPOSE trans, int64_t ld, int64_t i, int64_t j) {
-  return trans == CblasNoTrans ? base + i * ld + j : base + j * ld + i;
-}
-
 // One product's blocks (as blas_matmul splits them) in bf16, from operands rounded
 // once up front in parallel: the same values and blocks as rounding per block.
 void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t n, int64_t k, const float* a,
-                 const float* b, float* c, bool split_rows, int64_t block_size, int64_t blocks) {
+                 const float* b, float* c, const detail::ProductBlocks& split) {
   const bool ta = la.trans == CblasTrans, tb = lb.trans == CblasTrans;
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
   static thread_local std::vector<bfloat16> a16, b16;  // the calling thread's, reused by every product
@@ -136,9 +120,9 @@ void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < b_rows; ++r) detail::round_rows_to_bf16(b + r * lb.ld, 1, b_cols, lb.ld, pb + r * b_cols);
 #pragma omp for schedule(static)
-    for (int64_t block = 0; block < blocks; ++block) {
-      const int64_t start = block * block_size, count = std::min(block_size, (split_rows ? m : n) - start);
-      if (split_rows)
+    for (int64_t block = 0; block < split.count; ++block) {
+      const int64_t start = split.start(block), count = split.length(block, m, n);
+      if (split.split_rows)
         onednn::gemm_bf16(ta, tb, count, n, k, element_at(pa, la.trans, a_cols, start, 0), a_cols, pb, b_cols,
                           c + start * n, n);
       else
@@ -180,7 +164,7 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[a.dim() - 1];
   auto layout_of = [](const Tensor& t) {
     int64_t d = t.dim();
-    return gemm_layout(t.shape()[d - 2], t.shape()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
+    return detail::gemm_layout(t.shape()[d - 2], t.shape()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
   };
   auto la = layout_of(a), lb = layout_of(b);
   // Neither row- nor column-major (e.g. a stride-0 row): BLAS cannot read it; copy
@@ -201,29 +185,19 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     std::fill(pc, pc + batches * m * n, T(0));
     return;
   }
-  // Work items are (batch, block of output rows or columns) with a block size
-  // fixed by the shape alone, each computed by a single-threaded gemm (OpenBLAS
-  // runs on one thread inside an OpenMP region). OpenBLAS's own threading splits
-  // the inner dimension differently for different thread counts, which changes
-  // the rounding; this split does not, so the bits are the same for any thread count.
-  // Blocks of up to 256 rows (smaller ones re-pack the other operand too often,
-  // measured), in an even number from 128 rows up so that two cores get equal
-  // shares: 768 rows as 3 x 256 left one core idle for a third of the product
-  // (4 x 192 is 15-50% faster on the base model's 768 x 512 products, measured).
-  // Below 128, one block: a tiny product is not worth a second gemm call.
-  const bool split_rows = m >= n;
-  const int64_t split_size = split_rows ? m : n;
-  const int64_t even_blocks = split_size < 128 ? 1 : ((split_size + 255) / 256 + 1) / 2 * 2;
-  const int64_t kBlock = ((split_size + even_blocks - 1) / even_blocks + 15) / 16 * 16;
-  const int64_t blocks = (split_size + kBlock - 1) / kBlock;
+  // Work items are (batch, block of output rows or columns), each computed by a
+  // single-threaded gemm (OpenBLAS runs on one thread inside an OpenMP region).
+  const detail::ProductBlocks split = detail::product_blocks(m, n);
+  const int64_t blocks = split.count;
   const T* a_base = pa;
   const T* b_base = pb;
   const bool bf16 = in_bf16<T>(m, n, k);
   if constexpr (std::is_same_v<T, float>) {
     // One large product in bf16 (a Linear's): each operand is rounded once, by all
     // threads, rather than the shared one again for every block.
-    if (bf16 && batches == 1 && blocks > 1 && std::min(m, kBlock) * std::min(n, kBlock) * k >= kSmallOnednnProduct)
-      return bf16_blocks(*la, *lb, m, n, k, pa, pb, pc, split_rows, kBlock, blocks);
+    const int64_t block_product = std::min(m, split.size) * std::min(n, split.size) * k;
+    if (bf16 && batches == 1 && blocks > 1 && block_product >= kSmallOnednnProduct)
+      return bf16_blocks(*la, *lb, m, n, k, pa, pb, pc, split);
   }
   auto block_gemm = [&](int64_t bm, int64_t bn, const T* A, const T* B, T* C) {
     if constexpr (std::is_same_v<T, float>) {
@@ -246,11 +220,11 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     const T* A = a_base + strided_offset(bi, batch, a_batch_strides);
     const T* B = b_base + strided_offset(bi, batch, b_batch_strides);
     T* C = pc + bi * m * n;
-    int64_t start = block * kBlock, count = std::min(kBlock, split_size - start);
+    int64_t start = split.start(block), count = split.length(block, m, n);
     auto at = [](const T* base, const GemmOperand& op, int64_t i, int64_t j) {
       return element_at(base, op.trans, op.ld, i, j);
     };
-    if (split_rows)
+    if (split.split_rows)
       block_gemm(count, n, at(A, *la, start, 0), B, C + start * n);
     else
       block_gemm(m, count, A, at(B, *lb, 0, start), C + start);

@@ -1,9 +1,11 @@
 // CPU kernels of matmul (ops/src/matmul.cpp) for bfloat16 operands: oneDNN's bf16
 // gemm (onednn_gemm.h: AVX512-BF16 or AMX where the CPU has them) with float32
-// sums, rounded once to bfloat16 at the end, beside a plain reference loop that
-// does the same in float32. As for float32, each product is split into row blocks
-// of a size fixed by the shape, each a single-threaded gemm inside loom's OpenMP
-// loop, so the bits do not depend on the thread count.
+// sums, beside a plain reference loop that does the same in float32. The result
+// is out's dtype: bfloat16 (the sums rounded once at the end) or float32 (kept:
+// bf16 matmul precision's products of operands rounded once, ops/src/matmul.cpp).
+// As for float32, transposed operands are read as stored and each product is
+// split into blocks fixed by the shape (matmul_blocks.h), each a single-threaded
+// gemm inside loom's OpenMP loop, so the bits do not depend on the thread count.
 #include <omp.h>
 
 #include <algorithm>
@@ -13,43 +15,73 @@
 #include "loom/kernel_table.h"
 #include "loom/ops.h"
 #include "loom/ops/kernel_signatures.h"
+#include "matmul_blocks.h"
 #include "onednn_gemm.h"
 
 namespace loom {
 
 namespace {
 
-void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view) {
-  const int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a_view.shape()[nd - 1];
-  if (out.numel() == 0) return;
-  const int64_t batch = out.numel() / (m * n);
-  if (k == 0) {  // empty sums
-    std::fill_n(static_cast<bfloat16*>(out.raw_data()), out.numel(), bfloat16(0.0f));
-    return;
-  }
-  Tensor a, b;
-  {
-    NoGradGuard no_grad;  // broadcast or transposed operands become dense (a kernel internal)
-    a = contiguous(a_view);
-    b = contiguous(b_view);
-  }
-  const auto* pa = static_cast<const bfloat16*>(a.raw_data());
-  const auto* pb = static_cast<const bfloat16*>(b.raw_data());
-  auto* pc = static_cast<bfloat16*>(out.raw_data());
-  constexpr int64_t kRows = 256;  // rows per block
-  const int64_t blocks = (m + kRows - 1) / kRows;
-#pragma omp parallel for schedule(static)
-  for (int64_t item = 0; item < batch * blocks; ++item) {
-    const int64_t bi = item / blocks, first = item % blocks * kRows, rows = std::min(kRows, m - first);
+using detail::element_at;
+using detail::GemmOperand;
+
+// One block: c (row stride ldc) = op(a) @ op(b), float32 sums stored as Out.
+template <typename Out>
+void block_gemm(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t n, int64_t k, const bfloat16* a,
+                const bfloat16* b, Out* c, int64_t ldc) {
+  const bool ta = la.trans == CblasTrans, tb = lb.trans == CblasTrans;
+  if constexpr (std::is_same_v<Out, float>) {
+    onednn::gemm_bf16(ta, tb, m, n, k, a, la.ld, b, lb.ld, c, ldc);
+  } else {
     thread_local std::vector<float> sums;
-    sums.resize(static_cast<size_t>(rows * n));
-    onednn::gemm_bf16(false, false, rows, n, k, pa + (bi * m + first) * k, k, pb + bi * k * n, n, sums.data(), n);
-    bfloat16* c = pc + (bi * m + first) * n;
-    for (int64_t i = 0; i < rows * n; ++i) c[i] = bfloat16(sums[static_cast<size_t>(i)]);
+    sums.resize(static_cast<size_t>(m * n));
+    onednn::gemm_bf16(ta, tb, m, n, k, a, la.ld, b, lb.ld, sums.data(), n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bfloat16(sums[static_cast<size_t>(i * n + j)]);
   }
 }
 
-// The plain reference: float32 sums of bf16 products, one rounding per element.
+template <typename Out>
+void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view) {
+  const int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a_view.shape()[nd - 1];
+  if (out.numel() == 0) return;
+  Out* pc = static_cast<Out*>(out.raw_data());
+  if (k == 0) {  // empty sums
+    std::fill_n(pc, out.numel(), Out(0.0f));
+    return;
+  }
+  auto layout_of = [nd](const Tensor& t) {
+    return detail::gemm_layout(t.shape()[nd - 2], t.shape()[nd - 1], t.strides()[nd - 2], t.strides()[nd - 1]);
+  };
+  Tensor a = a_view, b = b_view;
+  auto la = layout_of(a), lb = layout_of(b);
+  if (!la || !lb) {
+    NoGradGuard no_grad;  // neither row- nor column-major: a dense copy (a kernel internal)
+    if (!la) { a = contiguous(a); la = layout_of(a); }
+    if (!lb) { b = contiguous(b); lb = layout_of(b); }
+  }
+  const Shape batch(out.shape().begin(), out.shape().end() - 2);
+  const Shape a_batch_strides(a.strides().begin(), a.strides().end() - 2);
+  const Shape b_batch_strides(b.strides().begin(), b.strides().end() - 2);
+  const auto* pa = static_cast<const bfloat16*>(a.raw_data());
+  const auto* pb = static_cast<const bfloat16*>(b.raw_data());
+  const detail::ProductBlocks split = detail::product_blocks(m, n);
+#pragma omp parallel for schedule(static)
+  for (int64_t item = 0; item < shape_numel(batch) * split.count; ++item) {
+    const int64_t bi = item / split.count, block = item % split.count;
+    const bfloat16* A = pa + strided_offset(bi, batch, a_batch_strides);
+    const bfloat16* B = pb + strided_offset(bi, batch, b_batch_strides);
+    Out* C = pc + bi * m * n;
+    const int64_t start = split.start(block), count = split.length(block, m, n);
+    if (split.split_rows)
+      block_gemm(*la, *lb, count, n, k, element_at(A, la->trans, la->ld, start, 0), B, C + start * n, n);
+    else
+      block_gemm(*la, *lb, m, count, k, A, element_at(B, lb->trans, lb->ld, 0, start), C + start, n);
+  }
+}
+
+// The plain reference: float32 sums of bf16 products, stored as Out.
+template <typename Out>
 void reference_bf16_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[nd - 1];
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
@@ -57,25 +89,34 @@ void reference_bf16_matmul(const Tensor& out, const Tensor& a, const Tensor& b) 
   const Shape b_batch_strides(b.strides().begin(), b.strides().end() - 2);
   const auto* pa = static_cast<const bfloat16*>(a.raw_data());
   const auto* pb = static_cast<const bfloat16*>(b.raw_data());
-  auto* pc = static_cast<bfloat16*>(out.raw_data());
-  const int64_t sam = a.strides()[nd - 2], sak = a.strides()[nd - 1], sbk = b.strides()[nd - 2], sbn = b.strides()[nd - 1];
+  auto* pc = static_cast<Out*>(out.raw_data());
+  const int64_t sam = a.strides()[nd - 2], sak = a.strides()[nd - 1];
+  const int64_t sbk = b.strides()[nd - 2], sbn = b.strides()[nd - 1];
   for (int64_t bi = 0; bi < shape_numel(batch); ++bi) {
     const bfloat16* A = pa + strided_offset(bi, batch, a_batch_strides);
     const bfloat16* B = pb + strided_offset(bi, batch, b_batch_strides);
-    bfloat16* C = pc + bi * m * n;
+    Out* C = pc + bi * m * n;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         float acc = 0;
         for (int64_t p = 0; p < k; ++p) acc += float(A[i * sam + p * sak]) * float(B[p * sbk + j * sbn]);
-        C[i * n + j] = bfloat16(acc);
+        C[i * n + j] = Out(acc);
       }
   }
+}
+
+// The result's dtype picks the instantiation: bfloat16, or float32 sums kept.
+void matmul_fast(const Tensor& out, const Tensor& a, const Tensor& b) {
+  out.dtype() == DType::f32 ? onednn_matmul<float>(out, a, b) : onednn_matmul<bfloat16>(out, a, b);
+}
+void matmul_reference(const Tensor& out, const Tensor& a, const Tensor& b) {
+  out.dtype() == DType::f32 ? reference_bf16_matmul<float>(out, a, b) : reference_bf16_matmul<bfloat16>(out, a, b);
 }
 
 }  // namespace
 
 LOOM_KERNELS(cpu_matmul_bf16) {
-  register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cpu, DType::bf16, onednn_matmul, reference_bf16_matmul);
+  register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cpu, DType::bf16, matmul_fast, matmul_reference);
 }
 
 }  // namespace loom

@@ -100,6 +100,7 @@ using DropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, co
 //      scatter_add.cpp, embedding.cpp) ----
 // out [batch..., M, N] = a @ b per batch; a [batch..., M, K] and b [batch..., K, N]
 // are views already broadcast to out's batch dims (stride 0 where broadcast).
+// out has a's dtype, or is float32 for bfloat16 operands (float32 sums kept).
 using MatmulKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
 // gather, index_select: out = x's elements picked along `dim` by `index` (contiguous
 // int64; gather: out's shape, index_select: 1-D). The kernel checks every index
