@@ -13,6 +13,8 @@
 // bfloat16 as well: one rounding fewer, and no bf16 tensors between ops. And on the
 // CPU a tiny product (under 2^17 multiply-adds, as one head's attention scores are)
 // stays float32: rounding its operands costs more than bf16 saves (ops/cpu/matmul.cpp).
+// A product autograd will differentiate rounds its operands once and keeps the
+// bfloat16 copies for backward (ops/src/matmul.cpp): it has no second derivative.
 //
 // A CPU without fast bf16 products (AVX512-BF16, as oneDNN sees it; ops.h:
 // cpu_bf16_matmul_available) stays in float32 whatever the mode says. On CUDA the
