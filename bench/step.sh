@@ -2,6 +2,7 @@
 # One Transformer training step, loom vs PyTorch, same model, batch and threads:
 #   bench/step.sh                          'small' preset, batch 64 x 24, 2 threads
 #   bench/step.sh --preset base --steps 5  (any option of `loom bench step`)
+#   bench/step.sh --preset base --batch 32 --precision both   loom bf16 against loom float32, alternated
 #   bench/step.sh --device cuda --peak-tflops 67   on a GPU: both on it, with model FLOP utilization
 # Environment: LOOM (default build/tools/loom), TORCH_PYTHON (default /usr/bin/python3).
 set -euo pipefail
@@ -20,6 +21,36 @@ export OMP_NUM_THREADS="$threads"
 out=$(mktemp -d)
 echo "bench/step.sh: OMP_NUM_THREADS=$OMP_NUM_THREADS OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" \
      "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ " ${args[*]} " == *" --precision both "* ]]; then
+  # loom's float32 and bf16 steps alternated ROUNDS times (default 3): this machine's
+  # speed drifts within minutes, and alternating lets both precisions share the drift.
+  # Each pair's ratio, their median, then each precision against torch as below.
+  rest=()
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    if [[ "${args[$i]}" == --precision ]]; then i=$((i + 1)); else rest+=("${args[$i]}"); fi
+  done
+  for ((round = 1; round <= ${ROUNDS:-3}; round++)); do
+    for precision in float32 bf16; do
+      "$loom" bench step "${rest[@]}" --precision "$precision" --json "$out/loom-$precision-$round.json" | grep '^step:'
+    done
+  done
+  python3 - "$out" "${ROUNDS:-3}" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+ratios = []
+for r in range(1, rounds + 1):
+    f32, bf16 = (json.load(open(f"{out}/loom-{p}-{r}.json"))["median_s"] for p in ("float32", "bf16"))
+    ratios.append(f32 / bf16)
+    print(f"round {r}: loom float32 {1e3 * f32:.1f} ms, bf16 {1e3 * bf16:.1f} ms: bf16 {f32 / bf16:.2f}x float32")
+print(f"loom bf16 / float32 step speed: median {statistics.median(ratios):.2f}x "
+      f"(min {min(ratios):.2f}, max {max(ratios):.2f}) over {rounds} alternated pairs")
+PY
+  for precision in float32 bf16; do
+    echo "== $precision: loom (one more run) against torch =="
+    bench/step.sh "${rest[@]}" --precision "$precision" | grep -E '^(step:|torch / loom|peak RSS)'
+  done
+  exit 0
+fi
 "$loom" bench step "${args[@]}" --json "$out/loom.json"
 if "$torch_python" -c 'import torch' 2>/dev/null; then
   "$torch_python" bench/torch_step.py "${args[@]}" --json "$out/torch.json"

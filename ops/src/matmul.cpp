@@ -1,8 +1,8 @@
 // matmul(a, b): matrix product with NumPy semantics. For a [..., M, K] and
 // b [..., K, N] (batch dims broadcast):
 //   out = a @ b          da = g @ b^T,   db = a^T @ g   (each summed back to its shape)
-// CPU kernels: ops/cpu/matmul.cpp (OpenBLAS gemms, transposes folded into the
-// call, beside the plain triple loop).
+// CPU kernels: ops/cpu/matmul.cpp (OpenBLAS and oneDNN gemms, transposes folded
+// into the call, beside the plain triple loop) and ops/cpu/matmul_bf16.cpp.
 #include <fmt/format.h>
 
 #include "elementwise.h"
@@ -24,15 +24,17 @@ bool stored_transposed(const Tensor& t) {
 // differentiate (a Linear's) would round 6 operands per step: x and w forward,
 // g and w for dx, g and x for dw. Here each is rounded once (x and w forward, g
 // once for both backward products) and the bfloat16 copies are kept for backward
-// in place of the float32 operands. The products are the same; the rounding
-// passes are half. On CUDA, cuBLAS rounds inside its gemm: nothing to save there.
+// in place of the float32 operands. The products are the same, bit for bit; the
+// rounding passes are half. On CUDA, cuBLAS rounds inside its gemm: nothing to save there.
 constexpr int64_t kRoundOnceProduct = int64_t{1} << 20;  // multiply-adds; tiny products stay in the kernel
 
 bool rounds_once(const Tensor& a, const Tensor& b) {
-  return a.dtype() == DType::f32 && a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0] &&
-         a.device().type == DeviceType::cpu &&
-         matmul_precision() == MatmulPrecision::bf16 && cpu_bf16_matmul_available() && grad_enabled() &&
-         (a.requires_grad() || b.requires_grad()) && a.shape()[0] * a.shape()[1] * b.shape()[1] >= kRoundOnceProduct;
+  const bool bf16_on_cpu = a.device().type == DeviceType::cpu && matmul_precision() == MatmulPrecision::bf16 &&
+                           cpu_bf16_matmul_available();
+  const bool linear_product = a.dtype() == DType::f32 && a.dim() == 2 && b.dim() == 2 &&
+                              a.shape()[1] == b.shape()[0] &&
+                              a.shape()[0] * a.shape()[1] * b.shape()[1] >= kRoundOnceProduct;
+  return bf16_on_cpu && linear_product && grad_enabled() && (a.requires_grad() || b.requires_grad());
 }
 
 // x rounded to bfloat16 as it is stored: a weight.t() stays a transposed view.
