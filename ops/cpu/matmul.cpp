@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <bit>
 #include <type_traits>
-#include <optional>
 #include <vector>
 
 #include "loom/autograd.h"
@@ -162,18 +161,7 @@ void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const
 template <typename T>
 void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[a.dim() - 1];
-  auto layout_of = [](const Tensor& t) {
-    int64_t d = t.dim();
-    return detail::gemm_layout(t.shape()[d - 2], t.shape()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
-  };
-  auto la = layout_of(a), lb = layout_of(b);
-  // Neither row- nor column-major (e.g. a stride-0 row): BLAS cannot read it; copy
-  // (a kernel internal, outside autograd).
-  if (!la || !lb) {
-    NoGradGuard no_grad;
-    if (!la) { a = contiguous(a); la = layout_of(a); }
-    if (!lb) { b = contiguous(b); lb = layout_of(b); }
-  }
+  const GemmOperand la = detail::gemm_operand(a), lb = detail::gemm_operand(b);
   const T* pa = static_cast<const T*>(a.raw_data());
   const T* pb = static_cast<const T*>(b.raw_data());
   T* pc = static_cast<T*>(out.raw_data());
@@ -197,23 +185,23 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     // threads, rather than the shared one again for every block.
     const int64_t block_product = std::min(m, split.size) * std::min(n, split.size) * k;
     if (bf16 && batches == 1 && blocks > 1 && block_product >= kSmallOnednnProduct)
-      return bf16_blocks(*la, *lb, m, n, k, pa, pb, pc, split);
+      return bf16_blocks(la, lb, m, n, k, pa, pb, pc, split);
   }
   auto block_gemm = [&](int64_t bm, int64_t bn, const T* A, const T* B, T* C) {
     if constexpr (std::is_same_v<T, float>) {
-      if (bf16) return gemm_bf16(*la, *lb, bm, bn, k, A, B, C, n);
+      if (bf16) return gemm_bf16(la, lb, bm, bn, k, A, B, C, n);
       // X @ W^T with X small enough to stay in cache: dot products, no packing.
-      if (la->trans == CblasNoTrans && lb->trans == CblasTrans && bm * k <= detail::kSkinnyRowFloats &&
+      if (la.trans == CblasNoTrans && lb.trans == CblasTrans && bm * k <= detail::kSkinnyRowFloats &&
           detail::skinny_matmul_available())
-        return detail::skinny_matmul(bm, bn, k, A, la->ld, B, lb->ld, C, n);
+        return detail::skinny_matmul(bm, bn, k, A, la.ld, B, lb.ld, C, n);
       // Where oneDNN has AVX-512 code its float32 gemm beats OpenBLAS's per block
       // (README, Benchmarks: most under an AVX2 OPENBLAS_CORETYPE); tiny products
       // stay with sgemm, which starts faster.
       if (bm * bn * k >= kSmallOnednnProduct && onednn::f32_avx512_available())
-        return onednn::gemm_f32(la->trans == CblasTrans, lb->trans == CblasTrans, bm, bn, k, A, la->ld, B, lb->ld,
+        return onednn::gemm_f32(la.trans == CblasTrans, lb.trans == CblasTrans, bm, bn, k, A, la.ld, B, lb.ld,
                                 C, n);
     }
-    gemm<T>(la->trans, lb->trans, bm, bn, k, A, la->ld, B, lb->ld, C, n);
+    gemm<T>(la.trans, lb.trans, bm, bn, k, A, la.ld, B, lb.ld, C, n);
   };
   auto work = [&](int64_t item) {
     int64_t bi = item / blocks, block = item % blocks;
@@ -225,9 +213,9 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
       return element_at(base, op.trans, op.ld, i, j);
     };
     if (split.split_rows)
-      block_gemm(count, n, at(A, *la, start, 0), B, C + start * n);
+      block_gemm(count, n, at(A, la, start, 0), B, C + start * n);
     else
-      block_gemm(m, count, A, at(B, *lb, 0, start), C + start);
+      block_gemm(m, count, A, at(B, lb, 0, start), C + start);
   };
   const int64_t items = batches * blocks;
   // Always inside a parallel region, even for one item: outside one, OpenBLAS would

@@ -50,16 +50,8 @@ void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view
     std::fill_n(pc, out.numel(), Out(0.0f));
     return;
   }
-  auto layout_of = [nd](const Tensor& t) {
-    return detail::gemm_layout(t.shape()[nd - 2], t.shape()[nd - 1], t.strides()[nd - 2], t.strides()[nd - 1]);
-  };
   Tensor a = a_view, b = b_view;
-  auto la = layout_of(a), lb = layout_of(b);
-  if (!la || !lb) {
-    NoGradGuard no_grad;  // neither row- nor column-major: a dense copy (a kernel internal)
-    if (!la) { a = contiguous(a); la = layout_of(a); }
-    if (!lb) { b = contiguous(b); lb = layout_of(b); }
-  }
+  const GemmOperand la = detail::gemm_operand(a), lb = detail::gemm_operand(b);
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
   const Shape a_batch_strides(a.strides().begin(), a.strides().end() - 2);
   const Shape b_batch_strides(b.strides().begin(), b.strides().end() - 2);
@@ -74,9 +66,9 @@ void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view
     Out* C = pc + bi * m * n;
     const int64_t start = split.start(block), count = split.length(block, m, n);
     if (split.split_rows)
-      block_gemm(*la, *lb, count, n, k, element_at(A, la->trans, la->ld, start, 0), B, C + start * n, n);
+      block_gemm(la, lb, count, n, k, element_at(A, la.trans, la.ld, start, 0), B, C + start * n, n);
     else
-      block_gemm(*la, *lb, m, count, k, A, element_at(B, lb->trans, lb->ld, 0, start), C + start, n);
+      block_gemm(la, lb, m, count, k, A, element_at(B, lb.trans, lb.ld, 0, start), C + start, n);
   }
 }
 

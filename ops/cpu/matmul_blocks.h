@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <optional>
 
+#include "loom/autograd.h"
+#include "loom/ops.h"
+
 namespace loom::detail {
 
 // How BLAS reads one matrix operand: a row-major view or a transposed one.
@@ -22,6 +25,19 @@ inline std::optional<GemmOperand> gemm_layout(int64_t rows, int64_t cols, int64_
   if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= std::max<int64_t>(rows, 1)))
     return GemmOperand{CblasTrans, cols == 1 ? std::max<int64_t>(rows, 1) : col_stride};
   return std::nullopt;
+}
+
+// How a gemm reads t's last two dims. Neither row- nor column-major (e.g. a
+// stride-0 row): t becomes a dense copy first (a kernel internal, outside autograd).
+inline GemmOperand gemm_operand(Tensor& t) {
+  auto layout = [&t] {
+    const int64_t d = t.dim();
+    return gemm_layout(t.shape()[d - 2], t.shape()[d - 1], t.strides()[d - 2], t.strides()[d - 1]);
+  };
+  if (auto stored = layout()) return *stored;
+  NoGradGuard no_grad;
+  t = contiguous(t);
+  return *layout();
 }
 
 // Element (i, j) of a matrix stored row-major or transposed with leading dim ld.
