@@ -7,12 +7,9 @@
 #   tests/cli_train.sh <path to the loom binary>
 set -euo pipefail
 loom="$1"
-dir=$(mktemp -d)
-pid=""
-trap '[[ -n $pid ]] && kill $pid 2> /dev/null; rm -rf "$dir"' EXIT
 test_name=cli_train
 source "$(dirname "$0")/cli_lib.sh"
-export GOMP_SPINCOUNT=10000  # see README, Benchmarks: 2 threads on a busy machine
+scratch_with_background_run
 
 make_corpus train 300
 make_corpus val 20
@@ -28,11 +25,7 @@ steps() { grep -E '^step +[0-9]+  epoch ' "$1" | awk '{print $2, $4, $6, $8, $10
 # The same run, interrupted by SIGINT once it has printed step 5, then resumed up to step 30.
 "$loom" train "${common[@]}" --out "$dir/stopped" --max-steps 100000 > "$dir/stopped.log" 2>&1 &
 pid=$!
-for _ in $(seq 1200); do
-  grep -q '^step      5 ' "$dir/stopped.log" && break
-  kill -0 $pid 2> /dev/null || break
-  sleep 0.05
-done
+wait_for_line '^step      5 ' "$dir/stopped.log"
 kill -INT $pid
 rc=0
 wait $pid || rc=$?

@@ -28,6 +28,17 @@ grep -q "saved $dir/run/model.safetensors" "$dir/train.log" || fail "no checkpoi
 cmp -s "$dir/val.hyp" "$dir/one_by_one.hyp" || fail "translations change with --batch"
 head -2 "$dir/val.de" | "$loom" translate --model "$dir/run" --beam 1 --extra-len 4 > "$dir/stdin.hyp"
 [[ $(wc -l < "$dir/stdin.hyp") -eq 2 ]] || fail "stdin: expected 2 translations"
+# --output that is a symbolic link: written through, the link stays a link.
+ln -s "$dir/linked_target.hyp" "$dir/link.hyp"
+head -2 "$dir/val.de" | "$loom" translate --model "$dir/run" --beam 1 --extra-len 4 --output "$dir/link.hyp"
+[[ -L "$dir/link.hyp" && $(wc -l < "$dir/linked_target.hyp") -eq 2 ]] || fail "--output through a link: not written through"
+# A blank line stays blank (not decoded into words); the others translate as before.
+{ head -2 "$dir/val.de"; echo; echo "   "; sed -n 3,4p "$dir/val.de"; } > "$dir/blanks.de"
+"$loom" translate --model "$dir/run" --input "$dir/blanks.de" --output "$dir/blanks.hyp" --beam 2 --extra-len 4
+[[ $(sed -n 3p "$dir/blanks.hyp") == "" && $(sed -n 4p "$dir/blanks.hyp") == "" ]] ||
+  { cat -A "$dir/blanks.hyp"; fail "blank lines were translated into words"; }
+diff <(sed -n '1,2p;5,6p' "$dir/blanks.hyp") <(head -4 "$dir/val.hyp") > /dev/null ||
+  fail "the lines around the blank ones translated differently"
 
 # --nbest: LINE, RANK, SCORE, LOGPROB, TEXT per hypothesis, best score first; rank 1 is the plain output.
 "$loom" translate --model "$dir/run" --input "$dir/val.de" --beam 2 --nbest 2 --extra-len 4 > "$dir/nbest.txt"

@@ -1,4 +1,4 @@
-// The registrations' benchmark cases (`loom bench ops`): each builds on its real
+// The benchmark cases (ops/bench, timed by `loom bench ops`): each builds on its real
 // shapes and runs once forward and once backward, so a case that no longer fits
 // its op fails here instead of in a benchmark run.
 #include <doctest/doctest.h>
@@ -6,14 +6,14 @@
 #include <set>
 
 #include "loom/ops.h"
-#include "loom/registry.h"
+#include "loom/bench_case.h"
 
 using namespace loom;
 
 TEST_CASE("every registered benchmark case runs once, forward and backward") {
   std::set<std::string> labels;
   for (const OpInfo& op : registered_ops()) {
-    for (const BenchCase& c : op.bench) {
+    for (const BenchCase& c : bench_cases(op.name)) {
       INFO(op.name, ": ", c.label);
       CHECK(labels.insert(c.label).second);  // the label is the join key with bench/torch_ops.py
       CHECK(c.forward_work > 0);
@@ -34,6 +34,17 @@ TEST_CASE("every registered benchmark case runs once, forward and backward") {
     INFO(label);
     CHECK(labels.count(label) == 1);
   }
+}
+
+TEST_CASE("every benchmark registration names a registered op, once") {
+  for (const BenchRegistration& b : registered_bench()) {
+    INFO(b.op);
+    CHECK(find_op(b.op) != nullptr);
+    CHECK(!b.cases.empty());
+  }
+  CHECK(registered_bench().size() >= 12);
+  CHECK(bench_cases("no_such_op").empty());
+  CHECK_THROWS_WITH_AS(register_bench({.op = "matmul"}), doctest::Contains("'matmul'"), Error);
 }
 
 TEST_CASE("negative control: a benchmark case that does not fit its op fails") {

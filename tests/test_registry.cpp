@@ -163,6 +163,18 @@ TEST_CASE("docs/adding-an-op.md shows the real code: the op file whole, the othe
   }
   CHECK(blocks == 5);
   CHECK(op_file_blocks == 1);
+  // The table of the files an elementwise op touches names exactly the files read above.
+  const size_t table = guide.find("| file | what the op adds there |");
+  REQUIRE(table != std::string::npos);
+  const std::string rows = guide.substr(table, guide.find("\n\n", table) - table);
+  size_t files = 0;
+  for (size_t at = rows.find("\n| `"); at != std::string::npos; at = rows.find("\n| `", at + 1)) ++files;
+  CHECK(files == 5);
+  for (const char* path : {"ops/src/softplus.cpp", "ops/include/loom/kernels/functors.h", "ops/cpu/elementwise.cpp",
+                           "cuda/src/elementwise_ops.h", "ops/include/loom/ops/elementwise.h"}) {
+    INFO(path);
+    CHECK(rows.find(std::string("| `") + path + "` |") != std::string::npos);
+  }
 }
 
 TEST_CASE("tolerances are the documented, fixed ones") {

@@ -58,10 +58,17 @@ void run_average(const AverageOptions& o) {
                    other.string(), first_vocabulary.string());
     }
   }
+  std::error_code ec;
+  const bool made_out = !fs::exists(o.out, ec);
   fs::create_directories(o.out);
   const std::string out_path = (fs::path(o.out) / "model.safetensors").string();
-  nn::average_checkpoints(paths, out_path);
-  if (!vocabulary.empty()) write_file((fs::path(o.out) / vocabulary_name).string(), vocabulary);
+  try {
+    nn::average_checkpoints(paths, out_path);
+    if (!vocabulary.empty()) write_file((fs::path(o.out) / vocabulary_name).string(), vocabulary);
+  } catch (...) {
+    if (made_out && fs::is_empty(o.out, ec)) fs::remove(o.out, ec);  // a failed average leaves no empty --out
+    throw;
+  }
   fmt::print("averaged {} checkpoints -> {}\n", paths.size(), out_path);
 }
 

@@ -19,7 +19,7 @@
 //            torch.autograd.grad(out, inputs, G, retain_graph=True). Neither
 //            touches .grad, so no accumulation is timed.
 //
-// Inputs (prepare_bench, ops/src/bench_run.cpp): floating inputs are standard-normal
+// Inputs (prepare_bench, ops/registry/bench_run.cpp): floating inputs are standard-normal
 // leaves that require grad, drawn from one fixed seed, the same whatever --filter keeps.
 //
 // Rates: matmul cases report GFLOP/s with 2*M*N*K flops per product (forward one
@@ -49,7 +49,7 @@
 #include "commands.h"
 #include "loom/atomic_file.h"
 #include "loom/ops.h"
-#include "loom/registry.h"
+#include "loom/bench_case.h"
 #include "options.h"
 
 namespace loom::tools {
@@ -116,7 +116,7 @@ std::function<void()> raw_sgemm(const GemmShape& g) {
 std::vector<std::pair<const OpInfo*, const BenchCase*>> registered_cases() {
   std::vector<std::pair<const OpInfo*, const BenchCase*>> cases;
   for (const OpInfo& op : registered_ops())
-    for (const BenchCase& c : op.bench) cases.emplace_back(&op, &c);
+    for (const BenchCase& c : bench_cases(op.name)) cases.emplace_back(&op, &c);
   std::stable_partition(cases.begin(), cases.end(), [](const auto& e) { return e.second->unit == BenchUnit::flops; });
   return cases;
 }
@@ -171,6 +171,9 @@ std::string ms(double s) { return s > 0 ? fmt::format("{:.3f}", s * 1e3) : "-"; 
 void run_bench_ops(const Options& opt) {
   use_threads(opt.threads);
   auto cases = registered_cases();
+  std::erase_if(cases, [&](const auto& e) { return e.second->label.find(opt.filter) == std::string::npos; });
+  LOOM_CHECK(!cases.empty(), "bench ops: no case matches --filter '{}' (`loom bench ops --list` lists them)",
+             opt.filter);
   if (opt.list) {
     for (const auto& [op, c] : cases) fmt::print("{}\n", c->label);
     return;
@@ -196,7 +199,6 @@ void run_bench_ops(const Options& opt) {
   fmt::print("{:<44} {:>10} {:>10} {:>9} {:>9} {:>6} {:>6} {:>10} {:>7}\n", "case", "fwd ms", "bwd ms", "fwd rate",
              "bwd rate", "fwd%bw", "bwd%bw", "sgemm ms", "mm/sg");
   for (const auto& [op, c] : cases) {
-    if (!opt.filter.empty() && c->label.find(opt.filter) == std::string::npos) continue;
     BenchRun run = prepare_bench(*op, *c);
     Timing fwd = time_call(run.forward, opt.seconds);
     Timing bwd = run.backward ? time_call(run.backward, opt.seconds) : Timing{};
@@ -239,7 +241,7 @@ void run_bench_ops(const Options& opt) {
 
 }  // namespace
 
-void add_bench_command(CLI::App& app, int& exit_code) {
+void add_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "micro-benchmarks");
   bench->require_subcommand(1);
   auto* ops = bench->add_subcommand("ops", "time ops on the Transformer's shapes (vs raw sgemm and memory bandwidth)");
@@ -253,7 +255,6 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   ops->add_flag("--list", opt->list, "list the cases and exit");
   ops->callback([opt] { run_bench_ops(*opt); });
   add_bench_step_command(*bench);
-  (void)exit_code;
 }
 
 }  // namespace loom::tools

@@ -11,11 +11,13 @@
 
 namespace loom::tools {
 
-// Each subcommand adds itself to the app and returns the code to exit with.
+// Each subcommand adds itself to the app. An error is an exception (main prints it,
+// exit 1); the four that can end otherwise set `exit_code`: gradcheck and explain
+// (a failed check), bench (a refused comparison), train (128 + a signal).
 void add_gradcheck_command(CLI::App& app, int& exit_code);
 void add_explain_command(CLI::App& app, int& exit_code);
 void add_graph_command(CLI::App& app);
-void add_bench_command(CLI::App& app, int& exit_code);
+void add_bench_command(CLI::App& app);
 // Sets OpenMP's and OpenBLAS's thread counts (tools/threads.cpp).
 void use_threads(int threads);
 void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
@@ -30,7 +32,6 @@ nlohmann::json print_kernel_profile(const KernelProfile& profile, int runs, doub
 // --device cpu|cuda|cuda:N, checked with loom::parse_device when the command runs
 // (one-line error without a GPU) (tools/device_option.cpp).
 void add_device_option(CLI::App& cmd, std::string& device);
-models::Batch to_device(const models::Batch& batch, Device device);
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
 void add_train_command(CLI::App& app, int& exit_code);  // exit_code: 128 + signal when interrupted

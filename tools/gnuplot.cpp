@@ -11,6 +11,7 @@
 
 #include "loom/atomic_file.h"
 #include "loom/error.h"
+#include "stop_signals.h"
 
 namespace loom::tools {
 
@@ -45,6 +46,7 @@ int run_gnuplot(const std::string& script, const std::string& log) {
   const pid_t pid = ::fork();
   LOOM_CHECK(pid >= 0, "plot: cannot start gnuplot: {}", std::strerror(errno));
   if (pid == 0) {
+    unblock_stop_signals_in_child();  // Ctrl-C reaches gnuplot as it would without loom
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) {
       ::dup2(fd, STDOUT_FILENO);

@@ -12,7 +12,8 @@
 #include "graph_render.h"
 #include "loom/models/transformer.h"
 #include "loom/ops.h"
-#include "loom/registry.h"
+#include "loom/atomic_file.h"
+#include "loom/bench_case.h"
 
 namespace loom::tools {
 
@@ -81,9 +82,28 @@ class ExpressionParser {
   void expect(char c) {
     if (!accept(c)) error(fmt::format("expected '{}'", c));
   }
+  // Bounds that keep a hostile --expr from overflowing the stack (the parser recurses
+  // once per nesting level) or drawing a graph no one can read.
+  static constexpr int kMaxDepth = 200;
+  static constexpr int kMaxOperations = 1000;
+  struct Nesting {
+    explicit Nesting(ExpressionParser& p) : parser(p) {
+      if (++parser.depth_ > kMaxDepth)
+        fail("--expr: nested deeper than {} levels (parentheses, functions, unary minus); loom graph draws small "
+             "expressions", kMaxDepth);
+    }
+    ~Nesting() { --parser.depth_; }
+    ExpressionParser& parser;
+  };
+  void count_operation() {
+    if (++operations_ > kMaxOperations)
+      fail("--expr: more than {} operations; loom graph draws small expressions (a graph of that size is "
+           "unreadable)", kMaxOperations);
+  }
   // Shape errors from the ops (e.g. a matmul of [3] by [3]) name the expression too.
   template <typename F>
   Tensor apply(const char* what, F f) {
+    count_operation();
     try {
       return f();
     } catch (const Error& e) {
@@ -91,6 +111,7 @@ class ExpressionParser {
     }
   }
   Tensor expression() {
+    Nesting nesting(*this);
     Tensor left = term();
     while (true) {
       if (accept('+')) { Tensor r = term(); left = apply("+", [&] { return add(left, r); }); }
@@ -108,8 +129,10 @@ class ExpressionParser {
     }
   }
   Tensor unary() {
+    Nesting nesting(*this);
     if (accept('-')) {
       Tensor x = unary();
+      count_operation();
       return neg(x);
     }
     Tensor base = primary();
@@ -174,6 +197,7 @@ class ExpressionParser {
   std::map<std::string, Shape> shapes_;
   Generator gen_;
   size_t pos_ = 0;
+  int depth_ = 0, operations_ = 0;
   std::map<std::string, Tensor> variables_;
 };
 
@@ -293,6 +317,9 @@ void add_graph_command(CLI::App& app) {
         ExpressionParser parser(f->expr, shapes, f->seed);
         Tensor y = parser.parse();
         LOOM_CHECK(y.requires_grad(), "--expr \"{}\": has no variables, so there is no graph to draw", f->expr);
+        for (const auto& [name, shape] : shapes)
+          LOOM_CHECK(parser.variables().count(name), "--shape {}=...: the expression \"{}\" has no variable '{}'",
+                     name, f->expr, name);
         // backward needs a scalar: a non-scalar result is summed (drawn as the last node).
         loss = y.numel() == 1 ? y : sum(y);
         example.variables = parser.variables();
@@ -306,12 +333,7 @@ void add_graph_command(CLI::App& app) {
     std::filesystem::path out(f->out);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
     std::string dot_path = f->out + ".dot";
-    {
-      std::FILE* file = std::fopen(dot_path.c_str(), "w");
-      LOOM_CHECK(file != nullptr, "graph: cannot write {}", dot_path);
-      std::fwrite(dot.data(), 1, dot.size(), file);
-      LOOM_CHECK(std::fclose(file) == 0, "graph: cannot write {}", dot_path);
-    }
+    write_file(dot_path, dot);
     render_dot(dot, {{"svg", f->out + ".svg"}, {"png", f->out + ".png"}});
     fmt::print("loss {:.6g}\n", loss.detach().to(kCPU).to_vector<double>()[0]);
     if (trace.first_nan_forward) fmt::print("first NaN/Inf in the forward pass: {}\n", trace.first_nan_forward->name);

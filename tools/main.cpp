@@ -11,6 +11,7 @@
 #include <new>
 
 #include "commands.h"
+#include "stop_signals.h"
 #include "loom/error.h"
 
 namespace {
@@ -38,6 +39,7 @@ std::string missing_or_unknown_command(const CLI::App& app, int argc, char** arg
 }  // namespace
 
 int main(int argc, char** argv) {
+  loom::tools::route_stop_signals();  // first: every thread started later inherits the block
   CLI::App app{"loom: reverse-mode autodiff, from tensors to the Transformer"};
   app.require_subcommand(1);
   int exit_code = 0;
@@ -45,7 +47,7 @@ int main(int argc, char** argv) {
     loom::tools::add_gradcheck_command(app, exit_code);
     loom::tools::add_explain_command(app, exit_code);
     loom::tools::add_graph_command(app);
-    loom::tools::add_bench_command(app, exit_code);
+    loom::tools::add_bench_command(app);
     loom::tools::add_train_command(app, exit_code);
     loom::tools::add_translate_commands(app);
     loom::tools::add_average_command(app);

@@ -1,5 +1,7 @@
 #include "model_folder.h"
 
+#include <filesystem>
+
 namespace loom::tools {
 
 ModelFolder load_model_folder(const std::string& dir, const std::string& command) {
@@ -8,8 +10,17 @@ ModelFolder load_model_folder(const std::string& dir, const std::string& command
   LOOM_CHECK(file.metadata.count("config") && file.metadata.count("vocabulary"),
              "{}: '{}' has no configuration or vocabulary in its metadata (not written by `loom train`?)", command,
              checkpoint);
+  // The vocabulary is a file inside the folder: a name that is empty, absolute or leaves
+  // the folder (../../x/spm.model) is refused, not followed.
+  const std::filesystem::path vocabulary = std::filesystem::path(file.metadata.at("vocabulary")).lexically_normal();
+  LOOM_CHECK(!vocabulary.empty() && vocabulary.is_relative() && *vocabulary.begin() != "..",
+             "{}: '{}' names the vocabulary '{}', not a file inside the model folder", command, checkpoint,
+             file.metadata.at("vocabulary"));
+  const std::string vocabulary_path = (std::filesystem::path(dir) / vocabulary).string();
+  LOOM_CHECK(std::filesystem::is_regular_file(vocabulary_path),
+             "{}: the vocabulary '{}' that '{}' names is missing or not a file", command, vocabulary_path, checkpoint);
   ModelFolder folder;
-  folder.vocab = std::make_unique<models::Vocabulary>(dir + "/" + file.metadata.at("vocabulary"));
+  folder.vocab = std::make_unique<models::Vocabulary>(vocabulary_path);
   folder.model = std::make_unique<models::Transformer>(models::TransformerConfig::from_json(file.metadata.at("config")));
   nn::load(*folder.model, checkpoint);
   folder.model->eval();

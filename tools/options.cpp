@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -26,6 +27,19 @@ CLI::Validator in_range(double lo, double hi, bool below_hi) {
         return "";
       },
       expected);
+}
+
+CLI::Validator seed_range() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        errno = 0;
+        if (digits) std::strtoull(text.c_str(), nullptr, 10);
+        if (!digits || errno == ERANGE)
+          return fmt::format("must be a whole number from 0 to 18446744073709551615, got '{}'", text);
+        return "";
+      },
+      "0 to 2^64 - 1");
 }
 
 }  // namespace loom::tools

@@ -12,5 +12,7 @@ constexpr double kUnbounded = std::numeric_limits<double>::infinity();
 // lo <= value <= hi; `below_hi` makes it lo <= value < hi (dropout: below 1).
 CLI::Validator in_range(double lo, double hi, bool below_hi = false);
 inline CLI::Validator at_least(double lo) { return in_range(lo, kUnbounded); }
+// A seed: decimal digits only, 0 to 2^64 - 1 (-1 and 2^64 would wrap to the same seed).
+CLI::Validator seed_range();
 
 }  // namespace loom::tools

@@ -11,11 +11,10 @@ namespace {
 
 constexpr int64_t kMaxLen = 64, kMaxTokens = 512;
 
-std::string corpus_file(const StudyOptions& o, const std::string& split, const std::string& lang) {
-  const std::string plain = o.data + "/" + split + "." + lang;
-  if (std::filesystem::exists(plain)) return plain;
-  LOOM_CHECK(std::filesystem::exists(plain + ".gz"), "study: no corpus file '{}' or '{}.gz'", plain, plain);
-  return plain + ".gz";
+// A split of the study's German -> English corpus under --data.
+models::ParallelCorpus read_split(const StudyOptions& o, const std::string& split) {
+  return models::read_parallel(models::corpus_file(o.data, split, "de", "study"),
+                               models::corpus_file(o.data, split, "en", "study"));
 }
 
 }  // namespace
@@ -23,8 +22,7 @@ std::string corpus_file(const StudyOptions& o, const std::string& split, const s
 StudyCorpus load_study_corpus(const StudyOptions& o, const std::string& study, int64_t pieces, int64_t val_sentences) {
   LOOM_CHECK(!o.data.empty(), "study {}: --data is required (a folder with train.de/.en and val.de/.en, plain or "
              ".gz, e.g. Multi30k)", study);
-  models::ParallelCorpus train = models::read_parallel(corpus_file(o, "train", "de"), corpus_file(o, "train", "en"));
-  models::ParallelCorpus val = models::read_parallel(corpus_file(o, "val", "de"), corpus_file(o, "val", "en"));
+  models::ParallelCorpus train = read_split(o, "train"), val = read_split(o, "val");
   const auto keep = static_cast<size_t>(o.sentences);
   if (train.src.size() > keep) train.src.resize(keep), train.tgt.resize(keep);
   std::vector<std::string> both = train.src;

@@ -6,14 +6,12 @@
 // --model <out>` reads), the training state `--resume <out>` continues from, and
 // the kept, best and averaged checkpoints. SIGINT / SIGTERM save the state and
 // exit with 128 + the signal.
+#include <fmt/format.h>
 #include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +20,9 @@
 
 #include "commands.h"
 #include "options.h"
+#include "stop_signals.h"
+#include "test_hooks.h"
+#include "training_corpus.h"
 #include "training_monitor.h"
 #include "loom/backend.h"
 #include "loom/models.h"
@@ -73,67 +74,6 @@ std::map<std::string, std::string> fixed_flags(const TrainOptions& o) {
           {"--seed", std::to_string(o.t.seed)}};
 }
 
-// Set by SIGINT / SIGTERM: the trainer saves its state after the update under way
-// and returns. A second signal gets the default action (the files stay whole:
-// every write is atomic).
-std::atomic<bool> stop_requested{false};
-std::atomic<int> stop_signal{0};
-static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
-
-extern "C" void on_stop_signal(int signal) {
-  stop_signal.store(signal);
-  stop_requested.store(true);
-  std::signal(signal, SIG_DFL);
-}
-
-// <dir>/<split>.<lang>, or the same with .gz.
-std::string corpus_file(const std::string& dir, const std::string& split, const std::string& lang) {
-  const std::string plain = dir + "/" + split + "." + lang;
-  if (std::filesystem::exists(plain)) return plain;
-  LOOM_CHECK(std::filesystem::exists(plain + ".gz"), "train: no corpus file '{}' or '{}.gz'", plain, plain);
-  return plain + ".gz";
-}
-
-struct Split {
-  std::string name, src_path, tgt_path;
-  models::ParallelCorpus corpus;
-};
-
-// Both sides of a split, refused when empty or all blank: SentencePiece and the
-// validation loss (0 / 0) gave messages that named neither the split nor the file.
-Split read_split(const TrainOptions& o, const std::string& name) {
-  Split s{name, corpus_file(o.data, name, o.src), corpus_file(o.data, name, o.tgt), {}};
-  s.corpus = models::read_parallel(s.src_path, s.tgt_path);
-  auto check = [&](const std::vector<std::string>& lines, const std::string& path) {
-    LOOM_CHECK(!lines.empty(), "train: the {} split '{}' is empty", name, path);
-    LOOM_CHECK(!std::all_of(lines.begin(), lines.end(), models::is_blank),
-               "train: the {} split '{}' has {} lines, all blank", name, path, lines.size());
-  };
-  check(s.corpus.src, s.src_path);
-  check(s.corpus.tgt, s.tgt_path);
-  return s;
-}
-
-std::vector<models::EncodedPair> encode(const models::Vocabulary& vocab, const models::ParallelCorpus& corpus) {
-  std::vector<models::EncodedPair> pairs(corpus.src.size());
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < pairs.size(); ++i) pairs[i] = {vocab.encode(corpus.src[i]), vocab.encode(corpus.tgt[i])};
-  return pairs;
-}
-
-// The pairs of a split that fit --max-len; says how many were dropped, and refuses a split left empty.
-std::vector<models::EncodedPair> keep_fitting(std::vector<models::EncodedPair> pairs, const Split& split,
-                                              int64_t max_len) {
-  const size_t total = pairs.size();
-  std::erase_if(pairs, [&](const models::EncodedPair& p) { return !models::fits(p, max_len); });
-  const size_t dropped = total - pairs.size();
-  LOOM_CHECK(!pairs.empty(), "train: --max-len {} drops all {} pairs of the {} split ('{}', '{}')", max_len, total,
-             split.name, split.src_path, split.tgt_path);
-  if (dropped)
-    fmt::print("{}: dropped {} of {} pairs longer than --max-len {} pieces\n", split.name, dropped, total, max_len);
-  return pairs;
-}
-
 // Refused before reading anything: an --out that is a file, or a folder loom
 // cannot write in, used to surface as an uncaught std::filesystem_error.
 void prepare_out(const std::string& out) {
@@ -165,7 +105,13 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd) {
   o.preset = text("--preset");
   o.vocab = std::stoll(text("--vocab"));
   o.precision = extra.count("--precision") ? extra.at("--precision") : "float32";  // older runs: float32
-  if (cmd.get_option("--data")->count() == 0) o.data = text("data");
+  if (cmd.get_option("--data")->count() == 0) {
+    o.data = text("data");
+    LOOM_CHECK(std::filesystem::is_directory(o.data),
+               "train: --resume '{}': the run's corpus folder '{}' is not found from here ({}); give it with --data",
+               o.resume, o.data,
+               std::filesystem::path(o.data).is_relative() ? "a path relative to where the run started" : "moved?");
+  }
   // What may change: given again, it wins; otherwise the run's own value.
   models::TrainerOptions merged = saved.options;
   auto may_change = [&](const char* flag, auto member) {
@@ -219,7 +165,7 @@ models::TrainerHooks monitoring_hooks(TrainingMonitor& monitor) {
                                             bleu, best, e.saved));
   };
   hooks.message = [&monitor](const std::string& text) { monitor.print(text); };
-  hooks.stop = &stop_requested;
+  hooks.stop = &stop_flag();
   return hooks;
 }
 
@@ -240,50 +186,48 @@ MonitorOptions monitor_options(const TrainOptions& o, int64_t total, const model
                        {"pre_norm", config.pre_norm}, {"d_model", config.d_model}}};
 }
 
-// LOOM_TEST_POISON_STEP=N (tests only): after update N a parameter becomes NaN,
-// the way a diverging run ends, to check that nothing good is overwritten.
-void poison_for_tests(models::TrainerHooks& hooks, models::Trainer& trainer) {
-  const char* env = std::getenv("LOOM_TEST_POISON_STEP");
-  if (!env) return;
-  const int64_t at = std::atoll(env);
-  auto printed = hooks.step_done;
-  hooks.step_done = [&trainer, at, printed](const models::StepReport& r) {
-    if (printed) printed(r);
-    if (r.step != at) return;
-    NoGradGuard no_grad;
-    fill_(trainer.model().parameters().front(), std::nan(""));
-  };
+// A new run never replaces a finished or interrupted one.
+void refuse_existing_run(const std::string& out) {
+  const std::vector<std::string> files = models::run_files(out);
+  LOOM_CHECK(files.empty(), "train: '{}' already holds a run ({}): continue it with `loom train --resume {}`, or start "
+             "afresh with another --out (or remove the folder first)", out, fmt::join(files, ", "), out);
 }
 
 int run_train(TrainOptions o, const CLI::App& cmd) {
   use_threads(o.threads);
   if (!o.resume.empty()) {
+    LOOM_CHECK(cmd.get_option("--out")->count() == 0 || o.out == o.resume,
+               "train: --resume '{}' continues that folder's run; --out '{}' would be ignored (to branch a run off, "
+               "copy its folder and --resume the copy)", o.resume, o.out);
     o.out = o.resume;
     take_saved_options(o, cmd);
   }
   if (!use_precision(o.precision, o.device)) o.precision = "float32";
+  // Everything that can be refused cheaply is, before the folder is touched or a vocabulary trained.
   LOOM_CHECK(!o.data.empty(), "train: --data is required (the corpus folder)");
-  LOOM_CHECK(o.t.max_tokens > o.t.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
-             o.t.max_tokens, o.t.max_len);
+  o.t.device = parse_device(o.device);
+  o.t.validate();
+  make_config(o, o.vocab);  // the preset, sizes and dropouts: validated for the vocabulary asked for
   prepare_out(o.out);
+  models::RunFolderLock lock(o.out, "loom train");  // held until the run ends
+  if (o.resume.empty()) refuse_existing_run(o.out);
+  for (const std::string& name : models::remove_stale_temporaries(o.out))
+    fmt::print("train: removed '{}/{}', left by a writer that died\n", o.out, name);
   const std::string spm_prefix = o.out + "/spm", spm_path = spm_prefix + ".model";
-  const Split train_split = read_split(o, "train"), val_split = read_split(o, "val");
+  const Split train_split = read_split(o.data, o.src, o.tgt, "train"),
+              val_split = read_split(o.data, o.src, o.tgt, "val");
   const models::ParallelCorpus &train = train_split.corpus, &val = val_split.corpus;
   fmt::print("train: {} sentence pairs ({} -> {}), validation {}\n", train.src.size(), o.src, o.tgt, val.src.size());
-  if (!std::filesystem::exists(spm_path)) {
-    LOOM_CHECK(o.resume.empty(), "train: --resume '{}': the vocabulary '{}' is missing", o.resume, spm_path);
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::string> both = train.src;
-    both.insert(both.end(), train.tgt.begin(), train.tgt.end());
-    models::Vocabulary::train(both, spm_prefix, o.vocab);
-    fmt::print("vocabulary: trained a joint SentencePiece model of {} pieces in {:.1f} s -> {}\n", o.vocab,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), spm_path);
+  if (o.resume.empty()) {
+    prepare_vocabulary(train, spm_prefix, o.vocab);
+  } else {
+    LOOM_CHECK(std::filesystem::exists(spm_path), "train: --resume '{}': the vocabulary '{}' is missing", o.resume,
+               spm_path);
   }
   models::Vocabulary vocab(spm_path);
   std::vector<models::EncodedPair> train_pairs = keep_fitting(encode(vocab, train), train_split, o.t.max_len),
                                    val_pairs = keep_fitting(encode(vocab, val), val_split, o.t.max_len);
   const int64_t total_steps = estimated_steps(o, train_pairs);
-  o.t.device = parse_device(o.device);
   std::unique_ptr<models::Trainer> trainer;
   if (o.resume.empty()) {
     std::map<std::string, std::string> extra = fixed_flags(o);
@@ -294,6 +238,13 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
   } else {
     trainer = models::Trainer::resume(o.out, std::move(train_pairs), std::move(val_pairs),
                                       [&](models::TrainerOptions& saved) { saved = o.t; });
+    if (trainer->finished()) {
+      fmt::print("train: --resume '{}': nothing left to do, the run is at step {} after {} epoch(s) (--epochs {}{}); "
+                 "give a larger --epochs or --max-steps to train on\n",
+                 o.out, trainer->step(), trainer->epoch() - 1, o.t.epochs,
+                 o.t.max_steps > 0 ? fmt::format(", --max-steps {}", o.t.max_steps) : "");
+      return 0;
+    }
   }
   const models::TransformerConfig& config = trainer->config();
   fmt::print("model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, dropout {} (attention {}, relu {}), {} "
@@ -317,13 +268,9 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
       return models::greedy_bleu(model, vocab, val_sources, val.tgt);
     };
   }
-  stop_requested.store(false);
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  StopScope stoppable;  // the first SIGINT / SIGTERM: save after the update under way and return
   const bool finished = trainer->run(hooks);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-  return finished ? 0 : 128 + stop_signal.load();  // the shell's code for a signal, after a clean save
+  return finished ? 0 : 128 + stop_signal();  // the shell's code for a signal, after a clean save
 }
 
 }  // namespace
@@ -390,7 +337,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"bleu", "loss"}))
       ->capture_default_str();
   add_device_option(*cmd, o->device);
-  cmd->add_option("--seed", t.seed, "initialization, shuffling and dropout seed")->capture_default_str();
+  cmd->add_option("--seed", t.seed, "initialization, shuffling and dropout seed")
+      ->capture_default_str()
+      ->check(seed_range());
   cmd->add_option("--log-every", t.log_every, "steps between progress lines")->capture_default_str()->check(at_least(1));
   cmd->add_option("--save-every", t.save_every, "also save a checkpoint every this many steps (0: at epoch ends only)")
       ->capture_default_str()

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "model_folder.h"
 #include "loom/atomic_file.h"
 #include "loom/models.h"
 #include "loom/ops.h"
@@ -31,16 +32,10 @@ void run_translate(const TranslateOptions& o) {
   use_threads(o.threads);
   use_precision(o.precision, o.device);
   const Device device = parse_device(o.device);
-  const std::string checkpoint = o.model + "/model.safetensors";
-  nn::TensorFile file = nn::load_safetensors(checkpoint);
-  LOOM_CHECK(file.metadata.count("config") && file.metadata.count("vocabulary"),
-             "translate: '{}' has no configuration or vocabulary in its metadata (not written by `loom train`?)",
-             checkpoint);
-  models::Vocabulary vocab(o.model + "/" + file.metadata.at("vocabulary"));
-  models::Transformer model(models::TransformerConfig::from_json(file.metadata.at("config")));
-  nn::load(model, checkpoint);
+  ModelFolder folder = load_model_folder(o.model, "translate");
+  models::Vocabulary& vocab = *folder.vocab;
+  models::Transformer& model = *folder.model;
   model.to(device);
-  model.eval();
 
   std::vector<std::string> lines;
   if (o.input.empty()) {
@@ -71,10 +66,14 @@ void run_translate(const TranslateOptions& o) {
   // padding, the same output cap for every line of a batch (its own length +
   // --extra-len), so a line's translation never depends on which lines share its
   // batch; and a batch's sentences finish at about the same step.
-  std::vector<size_t> order(lines.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // A blank line stays blank (as Marian and fairseq do): it is not decoded.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (!models::is_blank(lines[i])) order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   std::vector<std::string> translations(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (models::is_blank(lines[i]) && o.nbest == 0) translations[i] = "\n";
   std::optional<KernelProfile> profile;
   if (o.profile) profile.emplace();
   const auto decode_start = std::chrono::steady_clock::now();

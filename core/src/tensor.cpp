@@ -135,6 +135,17 @@ Tensor& Tensor::requires_grad_(bool enabled) {
   return *this;
 }
 
+void Tensor::undefined_tensor_error() {
+  std::string where;
+  if (CallSite::active()) {
+    const std::source_location at = CallSite::current();
+    where = fmt::format(" in the op called at {}:{} ({})", at.file_name(), at.line(), at.function_name());
+  }
+  fail("tensor: use of an undefined tensor{}: a Tensor() never assigned, or the .grad() of a tensor that no "
+       "backward has reached yet (call backward() first; an input the loss does not depend on has none)",
+       where);
+}
+
 Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
 
 void Tensor::set_grad(const Tensor& g) const {

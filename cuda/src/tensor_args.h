@@ -9,6 +9,7 @@
 #include "loom/error.h"
 #include "loom/kernels/loops.h"
 #include "loom/tensor.h"
+#include "rows_launch.h"
 #include "runtime.h"
 #include "type_lists.h"
 
@@ -61,5 +62,14 @@ class OnDevice {
   DeviceGuard guard_;
   cudaStream_t stream_;
 };
+
+// x as dense rows over its last dim, for the row kernels (rows_launch.h).
+inline Rows rows_of(const Tensor& x) {
+  const int64_t n = x.dim() == 0 ? 1 : x.shape().back();
+  return {n == 0 ? 0 : x.numel() / n, n};
+}
+
+// A pointer for an optional operand (weight, bias): null when undefined.
+inline const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 }  // namespace loom::cuda

@@ -6,17 +6,14 @@
 #include <type_traits>
 
 #include "loom/bfloat16.h"  // constexpr, no fmt: device code converts with the CPU's rounding
+#include "loom/type_list.h"
 
 namespace loom::cuda {
 
-template <typename... Ts>
-struct TypeList {};
-using Floating = TypeList<float, double>;
-using Numeric = TypeList<float, double, int32_t, int64_t>;
-using All = TypeList<float, double, int32_t, int64_t, bool>;
-
-template <typename T, typename... Ts>
-constexpr bool contains(TypeList<Ts...>) { return (std::is_same_v<T, Ts> || ...); }
+// Short names for the lists (loom/type_list.h) in the kernel tables (elementwise_ops.h).
+using Floating = FloatingTypes;
+using Numeric = NumericTypes;
+using All = AllTypes;
 
 // bfloat16 is a storage type (issue 13): copied and converted, and multiplied by
 // cuBLAS, but no elementwise arithmetic, as on the CPU.

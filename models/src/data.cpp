@@ -7,9 +7,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 
 #include "loom/atomic_file.h"
+
+// Declared in SentencePiece's common.h, which Debian does not install; exported by libsentencepiece.
+namespace sentencepiece::logging {
+void SetMinLogLevel(int level);
+}
 #include "loom/error.h"
 
 namespace loom::models {
@@ -42,6 +48,14 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
+std::string corpus_file(const std::string& dir, const std::string& split, const std::string& lang,
+                        std::string_view command) {
+  const std::string plain = dir + "/" + split + "." + lang;
+  if (std::filesystem::exists(plain)) return plain;
+  LOOM_CHECK(std::filesystem::exists(plain + ".gz"), "{}: no corpus file '{}' or '{}.gz'", command, plain, plain);
+  return plain + ".gz";
+}
+
 ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt_path) {
   ParallelCorpus corpus{read_lines(src_path), read_lines(tgt_path)};
   LOOM_CHECK(corpus.src.size() == corpus.tgt.size(),
@@ -68,27 +82,29 @@ void Vocabulary::train(const std::vector<std::string>& sentences, const std::str
     const std::string& value() const override { return lines[i]; }
     sentencepiece::util::Status status() const override { return {}; }
   } iterator(sentences);
-  // SentencePiece writes <prefix>.model and .vocab itself: under a temporary
-  // prefix, committed like every file loom writes (a full disk once left a
-  // truncated spm.model that later runs took for a finished one).
-  const std::string temporary = temporary_path(prefix);
-  const std::string args = "--model_prefix=" + temporary + " --vocab_size=" + std::to_string(size) +
+  // SentencePiece returns the model as bytes (no files of its own, no temporary
+  // name inside it: two runs' vocabularies are byte-identical when their pieces
+  // are); loom writes <prefix>.model and .vocab through the atomic path.
+  const std::string args = "--vocab_size=" + std::to_string(size) +
                            " --model_type=unigram --character_coverage=1.0 --pad_id=0 --unk_id=1 --bos_id=2"
                            " --eos_id=3 --input_sentence_size=0 --shuffle_input_sentence=false"
                            " --num_threads=1 --minloglevel=2";
-  auto give_up = [&](const std::string& why) {
-    std::remove((temporary + ".vocab").c_str());
-    std::remove((temporary + ".model").c_str());
-    fail("Vocabulary::train: cannot write '{}.model': {}", prefix, why);
-  };
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &iterator);
-  if (!status.ok()) give_up("SentencePiece failed: " + status.ToString());
-  // SentencePiece does not check its writes: a full disk leaves a truncated
-  // model and an OK status. Reading it back is the check.
-  if (!sentencepiece::SentencePieceProcessor().Load(temporary + ".model").ok())
-    give_up(fmt::format("the written file does not read back (disk full?): {}", std::strerror(errno)));
-  commit_file(temporary + ".vocab", prefix + ".vocab");
-  commit_file(temporary + ".model", prefix + ".model");  // last: its presence means the vocabulary is whole
+  sentencepiece::logging::SetMinLogLevel(2);  // before Train: its "Running command" line is INFO
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &iterator, &model);
+  LOOM_CHECK(status.ok(), "Vocabulary::train: SentencePiece failed for '{}.model': {}{}", prefix, status.ToString(),
+             status.ToString().find("character_coverage") != std::string::npos
+                 ? " (loom trains with full character coverage; a corpus with fewer distinct characters than "
+                   "--vocab asks for a smaller --vocab)"
+                 : "");
+  sentencepiece::SentencePieceProcessor processor;
+  LOOM_CHECK(processor.LoadFromSerializedProto(model).ok(), "Vocabulary::train: SentencePiece's model for '{}' does "
+             "not load", prefix);
+  write_file(prefix + ".model", model);  // whole or absent (the .vocab beside it is for people to read)
+  std::string pieces;  // <prefix>.vocab: piece TAB score per id, as SentencePiece writes it
+  for (int id = 0; id < processor.GetPieceSize(); ++id)
+    pieces += fmt::format("{}\t{}\n", processor.IdToPiece(id), processor.GetScore(id));
+  write_file(prefix + ".vocab", pieces);
 }
 
 Vocabulary::Vocabulary(const std::string& model_path)

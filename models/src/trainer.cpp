@@ -1,35 +1,26 @@
+// The Trainer: options, one update (accumulated micro-batches, clipping, the Noam
+// step), evaluation and the loop. Its files (checkpoints, kept steps, the average,
+// the training state and resume) are trainer_files.cpp.
 #include "loom/models/trainer.h"
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <regex>
 
 #include "loom/atomic_file.h"
 #include "loom/error.h"
 #include "loom/nn.h"
+#include "trainer_files.h"
 #include "loom/ops.h"
 
 namespace loom::models {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainerOptions, max_tokens, max_len, accum, warmup, lr_factor, label_smoothing,
-                                   clip, seed, epochs, max_steps, log_every, save_every, save_minutes, keep_last,
-                                   average_last)
-
-std::string TrainerOptions::to_json() const { return json(*this).dump(); }
 
 namespace {
 
-constexpr const char* kStateFormat = "loom-training-state";
-constexpr const char* kStateVersion = "1";
-
-void validate(const TrainerOptions& o) {
+void check_ranges(const TrainerOptions& o) {
   LOOM_CHECK(o.max_tokens > o.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
              o.max_tokens, o.max_len);
   LOOM_CHECK(o.max_len >= 1, "train: --max-len must be at least 1, got {}", o.max_len);
@@ -47,31 +38,6 @@ void validate(const TrainerOptions& o) {
   LOOM_CHECK(o.average_last != 1, "train: --average-last 1 averages nothing; give 0 (off) or at least 2");
 }
 
-int64_t kept_count(const TrainerOptions& o) { return std::max(o.keep_last, o.average_last); }
-
-std::string kept_name(int64_t step) { return fmt::format("step-{:08d}.safetensors", step); }
-
-// The kept checkpoints of a run folder, oldest first: step-<N>.safetensors only.
-std::vector<std::pair<int64_t, fs::path>> kept_checkpoints(const std::string& out) {
-  static const std::regex pattern(R"(step-(\d{8,})\.safetensors)");
-  std::vector<std::pair<int64_t, fs::path>> found;
-  for (const auto& entry : fs::directory_iterator(out)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && std::regex_match(name, m, pattern)) found.emplace_back(std::stoll(m[1]), entry.path());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
-// A copy of `from` at `to` through the atomic path (the vocabulary beside best/ and average/).
-void copy_file_atomic(const fs::path& from, const fs::path& to) {
-  std::ifstream in(from, std::ios::binary);
-  LOOM_CHECK(in.good(), "train: cannot read '{}' to copy it to '{}'", from.string(), to.string());
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  write_file(to.string(), bytes);
-}
-
 bool all_finite(const Tensor& t) {
   NoGradGuard no_grad;
   // A sum in float64 is non-finite exactly when an element is (float32 values cannot overflow it).
@@ -79,6 +45,8 @@ bool all_finite(const Tensor& t) {
 }
 
 }  // namespace
+
+void TrainerOptions::validate() const { check_ranges(*this); }
 
 uint64_t fingerprint(const std::vector<EncodedPair>& pairs) {
   uint64_t h = 1469598103934665603ull;
@@ -121,7 +89,7 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
       extra_state_(std::move(extra_state)),
       gen_(options.seed),
       shuffle_(options.seed + 1) {
-  validate(options_);
+  options_.validate();
   LOOM_CHECK(!train_.empty() && !val_.empty(), "train: {} training and {} validation pairs; both must be non-empty",
              train_.size(), val_.size());
   LOOM_CHECK(fs::is_directory(out_), "train: the run folder '{}' does not exist", out_);
@@ -259,200 +227,6 @@ bool Trainer::run(const TrainerHooks& hooks) {
   if (last_checkpoint_step_ != step_) save_checkpoint(hooks, false);
   write_average(hooks);
   return true;
-}
-
-// ---- files ----
-void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
-  Evaluation e{.step = step_, .epoch = epoch_end ? epoch_ - 1 : epoch_, .epoch_end = epoch_end};
-  e.val_loss = evaluate(val_batches_);
-  if (!std::isfinite(e.val_loss)) diverged("the validation loss", step_, e.val_loss);
-  check_finite_parameters("checkpoint");
-  nn::Metadata meta(metadata_.begin(), metadata_.end());
-  meta["config"] = config_.to_json();
-  meta["step"] = std::to_string(step_);
-  meta["epoch"] = std::to_string(e.epoch);
-  meta["val_loss"] = fmt::format("{:.6f}", e.val_loss);
-  if (hooks.validation_score) {
-    NoGradGuard no_grad;
-    model_->eval();
-    e.val_score = hooks.validation_score(*model_);
-    model_->train();
-    meta["val_score"] = fmt::format("{:.6f}", *e.val_score);
-  }
-  if (kept_count(options_) > 0) {
-    nn::save(*model_, (fs::path(out_) / kept_name(step_)).string(), meta);
-    prune_kept();
-  }
-  const std::string latest = (fs::path(out_) / "model.safetensors").string();
-  nn::save(*model_, latest, meta);
-  e.saved = latest;
-  const bool better = e.val_score ? !has_best_score_ || *e.val_score > best_val_score_
-                                  : !has_best_ || e.val_loss < best_val_loss_;
-  if (better) {
-    const fs::path best = fs::path(out_) / "best";
-    fs::create_directories(best);
-    nn::save(*model_, (best / "model.safetensors").string(), meta);
-    if (metadata_.count("vocabulary") && !fs::exists(best / metadata_.at("vocabulary")))
-      copy_file_atomic(fs::path(out_) / metadata_.at("vocabulary"), best / metadata_.at("vocabulary"));
-    best_val_loss_ = e.val_loss;
-    has_best_ = e.best = true;
-    if (e.val_score) {
-      best_val_score_ = *e.val_score;
-      has_best_score_ = true;
-    }
-  }
-  last_checkpoint_step_ = step_;
-  last_saved_ = fmt::format("'{}' keeps step {}", latest, step_);
-  save_state();
-  last_save_time_ = std::chrono::steady_clock::now();
-  if (hooks.evaluated) hooks.evaluated(e);
-}
-
-void Trainer::prune_kept() {
-  auto kept = kept_checkpoints(out_);
-  const auto keep = static_cast<size_t>(kept_count(options_));
-  for (size_t i = 0; i + keep < kept.size(); ++i) fs::remove(kept[i].second);
-}
-
-void Trainer::write_average(const TrainerHooks& hooks) {
-  if (options_.average_last < 2) return;
-  auto kept = kept_checkpoints(out_);
-  const size_t k = std::min(kept.size(), static_cast<size_t>(options_.average_last));
-  if (k < 2) {
-    if (hooks.message)
-      hooks.message(fmt::format("--average-last {}: only {} checkpoint(s) kept; nothing averaged",
-                                options_.average_last, kept.size()));
-    return;
-  }
-  std::vector<std::string> paths;
-  for (size_t i = kept.size() - k; i < kept.size(); ++i) paths.push_back(kept[i].second.string());
-  const fs::path dir = fs::path(out_) / "average";
-  fs::create_directories(dir);
-  nn::average_checkpoints(paths, (dir / "model.safetensors").string());
-  if (metadata_.count("vocabulary"))
-    copy_file_atomic(fs::path(out_) / metadata_.at("vocabulary"), dir / metadata_.at("vocabulary"));
-  if (hooks.message)
-    hooks.message(fmt::format("averaged the last {} checkpoints (steps {} to {}) -> {}", k, kept[kept.size() - k].first,
-                              kept.back().first, (dir / "model.safetensors").string()));
-}
-
-// The state: the parameters under their own names, Adam's moments beside them,
-// and where the run is in its metadata.
-void Trainer::save_state() {
-  nn::NamedTensors tensors;
-  for (size_t k = 0; k < params_.size(); ++k) tensors.emplace_back(param_names_[k], params_[k]);
-  const auto& m = adam_->first_moments();
-  const auto& v = adam_->second_moments();
-  for (size_t k = 0; k < params_.size(); ++k)
-    if (m[k].defined()) {
-      tensors.emplace_back("adam.m." + param_names_[k], m[k]);
-      tensors.emplace_back("adam.v." + param_names_[k], v[k]);
-    }
-  json progress = {{"step", step_},
-                   {"epoch", epoch_},
-                   {"batch_in_epoch", batch_in_epoch_},
-                   {"epoch_shuffle_offset", epoch_shuffle_offset_},
-                   {"dropout_offset", gen_.offset()},
-                   {"window_loss", window_loss_},
-                   {"window_tokens", window_tokens_},
-                   {"last_checkpoint_step", last_checkpoint_step_},
-                   {"adam_steps", adam_->steps()},
-                   {"adam_counts", adam_->update_counts()},
-                   {"train_pairs", train_.size()},
-                   {"train_fingerprint", fingerprint(train_)}};
-  if (has_best_) progress["best_val_loss"] = best_val_loss_;
-  if (has_best_score_) progress["best_val_score"] = best_val_score_;
-  nn::Metadata meta = {{"format", kStateFormat},
-                       {"version", kStateVersion},
-                       {"config", config_.to_json()},
-                       {"options", options_.to_json()},
-                       {"progress", progress.dump()},
-                       {"metadata", json(metadata_).dump()},
-                       {"extra", json(extra_state_).dump()}};
-  nn::save_safetensors(state_path(out_), tensors, meta);
-}
-
-Trainer::SavedRun Trainer::read_state(const std::string& out) {
-  const std::string path = state_path(out);
-  LOOM_CHECK(fs::exists(path), "train: --resume '{}': no training state '{}' (the run saved none yet?)", out, path);
-  // Only the header is needed here, but load_safetensors checks the whole file.
-  const nn::Metadata meta = nn::load_safetensors(path).metadata;
-  auto field = [&](const char* key) -> const std::string& {
-    auto it = meta.find(key);
-    LOOM_CHECK(it != meta.end(), "train: '{}' is not a loom training state: no '{}' in its metadata", path, key);
-    return it->second;
-  };
-  LOOM_CHECK(field("format") == kStateFormat && field("version") == kStateVersion,
-             "train: '{}' is a '{}' file of version {}, not a loom training state of version {}", path,
-             field("format"), field("version"), kStateVersion);
-  SavedRun run;
-  try {
-    run.options = json::parse(field("options")).get<TrainerOptions>();
-    run.metadata = json::parse(field("metadata")).get<std::map<std::string, std::string>>();
-    run.extra_state = json::parse(field("extra")).get<std::map<std::string, std::string>>();
-    run.step = json::parse(field("progress")).at("step").get<int64_t>();
-  } catch (const json::exception& e) {
-    fail("train: cannot read the training state '{}': {}", path, e.what());
-  }
-  run.config = TransformerConfig::from_json(field("config"));
-  return run;
-}
-
-std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::vector<EncodedPair> train,
-                                         std::vector<EncodedPair> val,
-                                         const std::function<void(TrainerOptions&)>& changes) {
-  SavedRun saved = read_state(out);
-  const std::string path = state_path(out);
-  TrainerOptions options = saved.options;
-  if (changes) changes(options);
-  std::unique_ptr<Trainer> t(new Trainer(Restored{}, saved.config, options, std::move(train), std::move(val), out,
-                                         saved.metadata, saved.extra_state));
-  nn::TensorFile file = nn::load_safetensors(path);
-  std::map<std::string, Tensor> by_name(file.tensors.begin(), file.tensors.end());
-  nn::load(*t->model_, path, /*allow_unexpected=*/true);  // checks every name, shape and dtype
-  try {
-    const json p = json::parse(file.metadata.at("progress"));
-    const auto pairs = p.at("train_pairs").get<size_t>();
-    const auto digest = p.at("train_fingerprint").get<uint64_t>();
-    LOOM_CHECK(pairs == t->train_.size() && digest == fingerprint(t->train_),
-               "train: --resume '{}': the training data differs from the run's ({} pairs now, {} then{}); a resumed "
-               "run needs the same corpus, vocabulary and --max-len",
-               out, t->train_.size(), pairs, pairs == t->train_.size() ? ", same count but other sentences" : "");
-    const auto counts = p.at("adam_counts").get<std::vector<int64_t>>();
-    LOOM_CHECK(counts.size() == t->params_.size(), "train: '{}' has Adam counts for {} parameters, the model has {}",
-               path, counts.size(), t->params_.size());
-    std::vector<Tensor> m(counts.size()), v(counts.size());
-    for (size_t k = 0; k < counts.size(); ++k) {
-      if (counts[k] == 0) continue;
-      auto mi = by_name.find("adam.m." + t->param_names_[k]), vi = by_name.find("adam.v." + t->param_names_[k]);
-      LOOM_CHECK(mi != by_name.end() && vi != by_name.end(), "train: '{}' has no Adam moments for '{}'", path,
-                 t->param_names_[k]);
-      m[k] = mi->second.to(t->options_.device);
-      v[k] = vi->second.to(t->options_.device);
-    }
-    t->adam_->load_state(m, v, counts, p.at("adam_steps").get<int64_t>());
-    t->step_ = p.at("step").get<int64_t>();
-    t->noam_->set_current_step(t->step_);
-    t->epoch_ = p.at("epoch").get<int64_t>();
-    t->batch_in_epoch_ = p.at("batch_in_epoch").get<int64_t>();
-    t->epoch_shuffle_offset_ = p.at("epoch_shuffle_offset").get<uint64_t>();
-    t->gen_.set_offset(p.at("dropout_offset").get<uint64_t>());
-    t->window_loss_ = p.at("window_loss").get<double>();
-    t->window_tokens_ = p.at("window_tokens").get<double>();
-    t->last_checkpoint_step_ = p.at("last_checkpoint_step").get<int64_t>();
-    if (p.contains("best_val_loss")) {
-      t->has_best_ = true;
-      t->best_val_loss_ = p.at("best_val_loss").get<double>();
-    }
-    if (p.contains("best_val_score")) {
-      t->has_best_score_ = true;
-      t->best_val_score_ = p.at("best_val_score").get<double>();
-    }
-  } catch (const json::exception& e) {
-    fail("train: cannot read the training state '{}': {}", path, e.what());
-  }
-  t->last_saved_ = fmt::format("'{}' keeps step {}", path, t->step_);
-  return t;
 }
 
 }  // namespace loom::models

@@ -24,6 +24,20 @@ int sync_path(const std::string& path, int flags) {
   return result;
 }
 
+// Where writing `path` lands: a symbolic link is written through, to the file it
+// points at (the link stays a link), as `>` in a shell does.
+std::string write_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path at = path;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(at, ec); ++hops) {  // a link to a link, not yet a file
+    const fs::path target = fs::read_symlink(at, ec);
+    if (ec) break;
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  return at.string();
+}
+
 }  // namespace
 
 std::string temporary_path(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
@@ -45,7 +59,7 @@ void commit_file(const std::string& temporary, const std::string& path) {
     fail("wrote '{}', but syncing its folder failed: {}", path, std::strerror(error));
 }
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), temporary_(temporary_path(path_)) {
+AtomicFile::AtomicFile(std::string path) : path_(write_target(path)), temporary_(temporary_path(path_)) {
   out_.open(temporary_, std::ios::binary | std::ios::trunc);
   LOOM_CHECK(out_.good(), "cannot write '{}': cannot create '{}': {}", path_, temporary_, std::strerror(errno));
 }

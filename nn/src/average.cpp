@@ -1,5 +1,6 @@
 // Checkpoint averaging (loom/nn/checkpoint.h): the paper's last-5 / last-20
 // recipe, built on the checked safetensors reader and the durable writer.
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -41,22 +42,26 @@ Metadata average_checkpoints(const std::vector<std::string>& paths, const std::s
   Metadata metadata = first.metadata;
   // One float64 sum per floating tensor, in the first file's order.
   std::vector<std::vector<double>> sums(first.tensors.size());
-  auto accumulate = [&](const NamedTensors& tensors) {
+  // A NaN or Inf weight (a diverged run's checkpoint) would spread into the average: refused by name.
+  auto accumulate = [&](const NamedTensors& tensors, const std::string& path) {
     for (size_t i = 0; i < tensors.size(); ++i) {
       const Tensor& t = tensors[i].second;
       if (!is_floating(t.dtype())) continue;
       auto& sum = sums[i];
       sum.resize(static_cast<size_t>(t.numel()), 0.0);
-      if (t.dtype() == DType::f32) {
-        const float* x = t.data<float>();
-        for (size_t j = 0; j < sum.size(); ++j) sum[j] += x[j];
-      } else {
-        const double* x = t.data<double>();
-        for (size_t j = 0; j < sum.size(); ++j) sum[j] += x[j];
-      }
+      auto add = [&](const auto* x) {
+        for (size_t j = 0; j < sum.size(); ++j) {
+          LOOM_CHECK(std::isfinite(static_cast<double>(x[j])),
+                     "average: '{}': tensor '{}' holds {} at element {} (a diverged run?); not averaged", path,
+                     tensors[i].first, static_cast<double>(x[j]), j);
+          sum[j] += x[j];
+        }
+      };
+      if (t.dtype() == DType::f32) add(t.data<float>());
+      else add(t.data<double>());
     }
   };
-  accumulate(first.tensors);
+  accumulate(first.tensors, first_path);
 
   for (size_t f = 1; f < paths.size(); ++f) {
     const std::string& path = paths[f];
@@ -96,7 +101,7 @@ Metadata average_checkpoints(const std::vector<std::string>& paths, const std::s
     }
     LOOM_CHECK(index.empty(), "average: '{}' has a tensor '{}' that '{}' lacks", path,
                index.empty() ? "" : index.begin()->first, first_path);
-    accumulate(ordered);
+    accumulate(ordered, path);
   }
 
   const double n = static_cast<double>(paths.size());

@@ -1,4 +1,4 @@
-// Anomaly mode's scan (core/autograd.cpp): is any element NaN or Inf?
+// Anomaly mode's scan (core/src/backward_engine.cpp): is any element NaN or Inf?
 #include <cmath>
 
 #include "loom/autograd.h"

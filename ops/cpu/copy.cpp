@@ -40,7 +40,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_copy) {
-  kernels::for_each_type(kernels::StorageTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(StorageTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

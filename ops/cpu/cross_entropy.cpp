@@ -158,7 +158,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_cross_entropy) {
-  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -55,10 +55,10 @@ void where_reference(const Tensor& out, const Tensor& c, const Tensor& a, const 
   kernels::reference_ternary<bool, T, T>(out, c, a, b, fn::Select{});
 }
 
-using kernels::TypeList;
-using Floating = kernels::FloatingTypes;
-using Numeric = kernels::NumericTypes;
-using All = kernels::AllTypes;
+using loom::TypeList;
+using Floating = FloatingTypes;
+using Numeric = NumericTypes;
+using All = AllTypes;
 
 // op's kernels for each dtype of the list: Fast (and Reference, default the same math).
 template <typename F, typename Reference = F, typename... Ts>

@@ -1,4 +1,4 @@
-// CPU kernel of arange (ops/src/factory.cpp): out[i] = i, one loop (it is its own reference).
+// CPU kernel of arange (ops/api/factory.cpp): out[i] = i, one loop (it is its own reference).
 #include "loom/kernel_table.h"
 #include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
@@ -19,7 +19,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_arange) {
-  kernels::for_each_type(kernels::NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

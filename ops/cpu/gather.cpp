@@ -49,7 +49,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_gather) {
-  kernels::for_each_type(kernels::AllTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(AllTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -252,7 +252,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_layer_norm) {
-  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

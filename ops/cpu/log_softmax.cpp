@@ -140,7 +140,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_log_softmax) {
-  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

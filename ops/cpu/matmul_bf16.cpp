@@ -98,11 +98,14 @@ void reference_bf16_matmul(const Tensor& out, const Tensor& a, const Tensor& b) 
 }
 
 // The result's dtype picks the instantiation: bfloat16, or float32 sums kept.
-void matmul_fast(const Tensor& out, const Tensor& a, const Tensor& b) {
-  out.dtype() == DType::f32 ? onednn_matmul<float>(out, a, b) : onednn_matmul<bfloat16>(out, a, b);
-}
 void matmul_reference(const Tensor& out, const Tensor& a, const Tensor& b) {
   out.dtype() == DType::f32 ? reference_bf16_matmul<float>(out, a, b) : reference_bf16_matmul<bfloat16>(out, a, b);
+}
+// A CPU without bf16 gemms (no AVX512-BF16 or AMX, as oneDNN sees it) has no
+// primitive to build: bfloat16 tensors are multiplied by the reference loop there.
+void matmul_fast(const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!onednn::bf16_available()) return matmul_reference(out, a, b);
+  out.dtype() == DType::f32 ? onednn_matmul<float>(out, a, b) : onednn_matmul<bfloat16>(out, a, b);
 }
 
 }  // namespace

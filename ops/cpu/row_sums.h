@@ -15,7 +15,7 @@ namespace loom::detail {
 // (a 8000-wide vocabulary row). The blocks are fixed, so the bits never depend
 // on threads. term may write (e.g. store the exponential it returns).
 inline constexpr int64_t kSumBlock = 256;
-// Always inlined: the AVX-512 twins in rows.cpp instantiate it, and only code
+// Always inlined: the AVX-512 twins in row_sums.cpp instantiate it, and only code
 // inlined into a target("avx512f") function is compiled for AVX-512.
 template <typename T, typename Term>
 [[gnu::always_inline]] inline double blocked_row_sum(int64_t n, Term term) {
@@ -49,7 +49,7 @@ template <bool Store, typename T>
   });
 }
 
-// The float loops compiled for AVX-512 or AVX2, picked per call (rows.cpp).
+// The float loops compiled for AVX-512 or AVX2, picked per call (row_sums.cpp).
 double sum_exp_below_max(const float* x, int64_t n, float shift);
 double store_exp_below_max(float* out, const float* x, int64_t n, float shift);
 

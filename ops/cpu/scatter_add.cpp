@@ -59,7 +59,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_scatter_add) {
-  kernels::for_each_type(kernels::NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -57,7 +57,7 @@ void softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
         for (int64_t j = 0; j < n; ++j) yr[j] = T(0);
         return;
       }
-      // exp and its sum in one vector loop (float32: rows.cpp, AVX-512 where the CPU has it).
+      // exp and its sum in one vector loop (float32: row_sums.cpp, AVX-512 where the CPU has it).
       const double total = detail::row_sum_exp(yr, n, mx, yr);
       const T inv = static_cast<T>(1.0 / total);
 #pragma omp simd
@@ -144,7 +144,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_softmax) {
-  kernels::for_each_type(kernels::FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

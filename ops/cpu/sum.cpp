@@ -70,7 +70,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_sum) {
-  kernels::for_each_type(kernels::NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -1,18 +1,11 @@
 #pragma once
-// The dtypes a CPU kernel file registers its kernels for.
+// Registering a CPU kernel for each dtype of a list (loom/type_list.h).
 #include <cstdint>
 
 #include "loom/dtype.h"
+#include "loom/type_list.h"
 
 namespace loom::kernels {
-
-template <typename... Ts>
-struct TypeList {};
-using FloatingTypes = TypeList<float, double>;
-using NumericTypes = TypeList<float, double, int32_t, int64_t>;
-using AllTypes = TypeList<float, double, int32_t, int64_t, bool>;
-// What copies and casts move: every dtype, bfloat16 included.
-using StorageTypes = TypeList<float, double, int32_t, int64_t, bool, bfloat16>;
 
 // register_one(TypeTag<T>{}) for each T of the list.
 template <typename... Ts, typename Register>

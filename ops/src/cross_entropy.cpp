@@ -61,13 +61,6 @@ Tensor lsce_backward_composed(const Tensor& x, const Tensor& target, const Tenso
 // Targets with rows 1 and 3 ignored (ids drawn by the matrix are all in range).
 Tensor with_ignored(const Tensor& t) { return masked_fill(t, tensor({0, 1, 0, 1, 0}, DType::b8).to(t.device()), -100); }
 
-// The benchmark's targets: ids in [1, V) with every 10th one padding (0, ignored).
-Tensor padded_targets(Generator& gen) {
-  auto ids = bench::random_ids({bench::rows}, 1, bench::vocab, gen).to_vector<int64_t>();
-  for (size_t i = 9; i < ids.size(); i += 10) ids[i] = 0;
-  return from_vector(ids, {bench::rows}, {.dtype = DType::i64});
-}
-
 }  // namespace
 
 Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, double smoothing,
@@ -123,12 +116,6 @@ LOOM_OP(label_smoothed_cross_entropy){
                  "eps=0.2, rows 1,3 ignored",
                  [](const OpArgs& x) { return lsce_composed(x[0], with_ignored(x[1]), 0.2); }}},
     .composed = [](const OpArgs& x) { return lsce_composed(x[0], x[1], 0.1); },
-    .bench = {{.label = "cross_entropy 1536x8000 ls=0.1 ignore",
-               .inputs = {{{bench::rows, bench::vocab}}, {.make = padded_targets}},
-               .call = [](const OpArgs& x) { return label_smoothed_cross_entropy(x[0], x[1], 0.1, 0); },
-               .forward_work = bench::rows * bench::vocab * bench::f32_bytes + bench::rows * bench::id_bytes,
-               .backward_work = 2 * bench::rows * bench::vocab * bench::f32_bytes + bench::rows * bench::id_bytes,
-               .formula = "fwd 4n + 8*rows (logits, targets -> scalar); bwd 4*2n + 8*rows (-> dlogits)"}},
 };
 
 LOOM_OP(label_smoothed_cross_entropy_backward){

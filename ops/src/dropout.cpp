@@ -1,21 +1,11 @@
 // dropout(x, p, train, gen): y_i = keep_i * x_i / (1 - p), keep_i = (u_i >= p)
 //   dx = dropout_backward(g, mask, p) = keep * g / (1 - p)
-// u_i is uniform in [0, 1), drawn from Philox(seed, offset) at the element's
-// logical index i: word i % 4 of block i / 4 (one philox_block call per 4
-// elements). The mask is a pure function of (seed, offset, i), so it is the same
-// for any thread count.
-// The forward also writes the keep decisions as a bitmask (bit i % 32 of word
-// i / 32: an int32 tensor of ceil(n / 32) elements) that the backward reads
-// instead of running Philox again. It costs N/8 bytes (384 KiB next to the
-// 12 MiB of a [1536, 2048] float32 activation; B*H*T*T/8 for attention
-// weights), and turns the backward into a memory-bound keep-and-scale pass
-// (read g and the bits, write dx). Measured on [1536, 2048] float32, 1 thread
-// (`loom bench ops`): regenerating the mask took 6.6 ms (10 Philox rounds per
-// 4 elements are compute-bound), reading the bits 0.4 ms (PyTorch's saved-mask
-// multiply: 0.8 ms).
-// The map g -> keep * g / (1 - p) is linear and self-adjoint: dropout_backward's
-// own backward is dropout_backward again, with the same mask. p == 0 or !train
-// returns x itself.
+// u_i is uniform in [0, 1), drawn from Philox(seed, offset) at the element's logical
+// index i, so the mask is the same for any thread count. The forward also writes the
+// keep decisions as a bitmask (bit i % 32 of word i / 32, int32) that the backward
+// reads instead of running Philox again: N/8 bytes, and the backward becomes one
+// memory-bound pass. The map g -> keep * g / (1 - p) is linear and self-adjoint, so
+// dropout_backward's own backward is itself. p == 0 or !train returns x itself.
 // CPU kernels: ops/cpu/dropout.cpp.
 #include "rows.h"
 
@@ -86,14 +76,6 @@ LOOM_OP(dropout){
                 {{{{3, 9}}}, [](const OpArgs& x) { return dropout_fixed(x[0], 0.7); }, "p=0.7",
                  [](const OpArgs& x) { return mul(x[0], dropout_fixed(ones_like(x[0]), 0.7)); }}},
     .composed = [](const OpArgs& x) { return mul(x[0], dropout_fixed(ones_like(x[0]), 0.3)); },
-    // Mask generation included; a new mask per call, as in training.
-    .bench = {{.label = "dropout p=0.1 1536x2048",
-               .inputs = {{{bench::rows, 2048}}},
-               .call = [](const OpArgs& x) { return dropout(x[0], 0.1, true, default_generator()); },
-               .forward_work = 2 * bench::rows * 2048.0 * bench::f32_bytes + bench::rows * 2048.0 / 8,
-               .backward_work = 2 * bench::rows * 2048.0 * bench::f32_bytes + bench::rows * 2048.0 / 8,
-               .formula = "fwd 4*2n + n/8; bwd 4*2n + n/8 (loom writes then reads an n/8-byte bitmask; "
-                          "torch moves an n-byte mask)"}},
 };
 
 // Samples: a random bitmask over a partial last word (28 elements) and over two

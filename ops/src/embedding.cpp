@@ -20,6 +20,10 @@ void check_padding_idx(std::string_view op, int64_t vocab, int64_t padding_idx) 
 
 Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx, Where where) {
   CallSite site(where);
+  LOOM_CHECK(!(weight.dtype() == DType::i64 && is_floating(ids.dtype())),
+             "embedding: the arguments are (weight, ids), got int64 {} then {} {}: swap them "
+             "(PyTorch's F.embedding takes (ids, weight); loom's order is nn.Embedding's weight first)",
+             weight.shape(), dtype_name(ids.dtype()), ids.shape());
   LOOM_CHECK(weight.dim() == 2, "embedding: weight must be [vocabulary, dim], got shape {}", weight.shape());
   LOOM_CHECK(ids.dtype() == DType::i64, "embedding: ids must be int64, got {}", dtype_name(ids.dtype()));
   LOOM_CHECK(ids.device() == weight.device(), "embedding: weight is on {} and ids on {}", weight.device(),
@@ -81,13 +85,6 @@ LOOM_OP(embedding){
                    return embedding(x[0] * row_mask, x[1], 1);
                  },
                  "padding_idx=1, row held at 0"}},
-    .bench = {{.label = "embedding 8000x512 [64x24 ids]",
-               .inputs = {{{bench::vocab, 512}}, {{bench::sentences, bench::tokens}, DType::i64, bench::vocab}},
-               .forward_work = bench::rows * (bench::id_bytes + 2 * 512 * bench::f32_bytes),
-               .backward_work = bench::rows * (bench::id_bytes + 512 * bench::f32_bytes) +
-                                bench::vocab * 512 * bench::f32_bytes,
-               .formula = "fwd 8*ids + 4*2*ids*D (ids, rows read -> rows written); bwd 8*ids + 4*ids*D + "
-                          "4*V*D (G, ids -> the dense [V, D] table)"}},
 };
 
 LOOM_OP(embedding_backward){

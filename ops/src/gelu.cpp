@@ -45,7 +45,6 @@ LOOM_OP(gelu){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return gelu(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
-    .bench = {bench::ffn_activation("gelu")},
 };
 
 LOOM_OP(gelu_backward){

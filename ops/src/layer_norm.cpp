@@ -38,20 +38,6 @@ Tensor layer_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b, do
   return y;
 }
 
-// With weight and bias, at d_model 512 and 256.
-std::vector<BenchCase> layer_norm_bench() {
-  using namespace bench;
-  std::vector<BenchCase> cases;
-  for (int64_t d : {512, 256}) {
-    const double n = rows * static_cast<double>(d);
-    cases.push_back({.label = fmt::format("layer_norm {}x{}", rows, d),
-                     .inputs = {{{rows, d}}, {{d}}, {{d}}},
-                     .forward_work = (2 * n + 2 * d) * f32_bytes,
-                     .backward_work = (3 * n + 3 * d) * f32_bytes,
-                     .formula = "fwd 4*(2n + 2D) (x, w, b -> y); bwd 4*(3n + 3D) (x, G, w -> dx, dw, db)"});
-  }
-  return cases;
-}
 }  // namespace
 
 LOOM_OP(layer_norm){
@@ -71,7 +57,6 @@ LOOM_OP(layer_norm){
                 {{{{3, 4}}, {{4}}, {{4}}}, [](const OpArgs& x) { return layer_norm(x[0], x[1], x[2], 0.1); },
                  "eps=0.1", [](const OpArgs& x) { return layer_norm_composed(x[0], x[1], x[2], 0.1); }}},
     .composed = [](const OpArgs& x) { return layer_norm_composed(x[0], x[1], x[2], 1e-5); },
-    .bench = layer_norm_bench(),
 };
 
 }  // namespace loom

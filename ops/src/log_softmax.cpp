@@ -67,7 +67,6 @@ LOOM_OP(log_softmax){
                 {{{{3, 4, 5}}, {{4, 5}}}, [](const OpArgs& x) { return log_softmax(x[0], -1, x[1]); },
                  "additive mask [4,5]", [](const OpArgs& x) { return log_softmax_composed(add(x[0], x[1]), -1); }}},
     .composed = [](const OpArgs& x) { return log_softmax_composed(x[0], -1); },
-    .bench = detail::row_op_bench("log_softmax", [](const OpArgs& x) { return log_softmax(x[0], -1, x[1]); }),
 };
 
 // y drawn as real log-probabilities would be log_softmax(...); the formula is

@@ -21,11 +21,6 @@ LOOM_OP(mul){
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
                 binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast"),
                 binary_sample({3, 4}, {}, Domain::any, "0-d")},
-    .bench = {{.label = "mul 1536x512 * 1536x512",
-               .inputs = {{{bench::rows, 512}}, {{bench::rows, 512}}},
-               .forward_work = 3 * bench::rows * 512.0 * bench::f32_bytes,
-               .backward_work = 5 * bench::rows * 512.0 * bench::f32_bytes,
-               .formula = "fwd 4*3n; bwd 4*5n (read G, a, b; write da, db)"}},
 };
 
 }  // namespace loom

@@ -67,7 +67,6 @@ LOOM_OP(softmax){
                  "causal bool mask",
                  [](const OpArgs& x) { return softmax_composed(add(x[0], detail::causal_additive(4, x[0].device())), -1); }}},
     .composed = [](const OpArgs& x) { return softmax_composed(x[0], -1); },
-    .bench = detail::row_op_bench("softmax", [](const OpArgs& x) { return softmax(x[0], -1, x[1]); }),
 };
 
 LOOM_OP(softmax_backward){

@@ -60,12 +60,6 @@ LOOM_OP(sum){
                 // the fast paths' vector lanes, blocks and tails (rows of 70; a column sum of 20 rows)
                 {{{{3, 70}}}, sum_over({1}, false), "[3,70] dims={1}"},
                 {{{{20, 70}}}, sum_over({0}, false), "[20,70] dims={0}"}},
-    .bench = {{.label = "sum 1536x512 over last dim",
-               .inputs = {{{bench::rows, 512}}},
-               .call = sum_over({-1}, false),
-               .forward_work = (bench::rows * 512.0 + bench::rows) * bench::f32_bytes,
-               .backward_work = (bench::rows * 512.0 + bench::rows) * bench::f32_bytes,
-               .formula = "fwd 4*(n + rows); bwd 4*(rows + n) (G expanded to x's shape)"}},
 };
 
 LOOM_OP(mean){

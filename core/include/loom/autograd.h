@@ -72,6 +72,7 @@ class CallSite {
   CallSite(const CallSite&) = delete;
   CallSite& operator=(const CallSite&) = delete;
   static std::source_location current();
+  static bool active();  // whether an op call is under way on this thread
 
  private:
   bool outermost_;

@@ -1,6 +1,7 @@
 #pragma once
 // Tensor: a cheap handle (one shared_ptr) to shared storage plus shape, strides
 // and offset. Copying a Tensor copies the handle; views share the storage.
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -17,6 +18,16 @@
 namespace loom {
 
 using Shape = std::vector<int64_t>;
+
+// One dim given as an integer (sum(x, 1, true), x.amax(-1)), as PyTorch takes it. A
+// template, so that {} and {0, 2} still mean a Shape of dims (an int64_t parameter
+// would take `{}` as dim 0).
+// Where an op was called from: every op takes one, defaulted to the caller's line,
+// so anomaly mode and errors can name the user's source line.
+using Where = std::source_location;
+
+template <typename T>
+concept DimIndex = std::integral<T> && !std::same_as<T, bool>;
 
 class Node;
 class Tensor;
@@ -114,20 +125,41 @@ class Tensor {
   Tensor clone() const;
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
+  // Reductions over dims (all when empty), or over one dim given as an integer.
   Tensor sum(const Shape& dims = {}, bool keepdim = false) const;
-  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor sum(DimIndex auto dim, bool keepdim = false) const { return sum(Shape{int64_t(dim)}, keepdim); }
   Tensor mean(const Shape& dims = {}, bool keepdim = false) const;
-  Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor mean(DimIndex auto dim, bool keepdim = false) const { return mean(Shape{int64_t(dim)}, keepdim); }
+  Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor amax(DimIndex auto dim, bool keepdim = false) const { return amax(Shape{int64_t(dim)}, keepdim); }
+  Tensor logsumexp(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor logsumexp(DimIndex auto dim, bool keepdim = false) const { return logsumexp(Shape{int64_t(dim)}, keepdim); }
+  Tensor var(const Shape& dims = {}, bool keepdim = false, int64_t correction = 1) const;
+  Tensor var(DimIndex auto dim, bool keepdim = false, int64_t correction = 1) const {
+    return var(Shape{int64_t(dim)}, keepdim, correction);
+  }
+  // Elementwise and row ops as methods (loom/ops.h has each as a function).
+  Tensor softmax(int64_t dim = -1) const;
+  Tensor log_softmax(int64_t dim = -1) const;
+  Tensor pow(double exponent) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor relu() const;
+  Tensor tanh() const;
+  Tensor abs() const;
 
   std::string str() const;  // PyTorch-like printout
   TensorImpl& impl() const {
-    LOOM_CHECK(impl_ != nullptr, "tensor: use of an undefined tensor");
+    if (impl_ == nullptr) undefined_tensor_error();
     return *impl_;
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
 
  private:
+  // Names the user's line (the op call under way) and the usual cause: a .grad() read
+  // before any backward reached the tensor.
+  [[noreturn]] static void undefined_tensor_error();
   std::shared_ptr<TensorImpl> impl_;
 };
 

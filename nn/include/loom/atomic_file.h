@@ -18,7 +18,8 @@ std::string temporary_path(const std::string& path);
 // On error the temporary is removed and loom::Error names both paths.
 void commit_file(const std::string& temporary, const std::string& path);
 
-// A file written through a stream; nothing appears at `path` until commit().
+// A file written through a stream; nothing appears at `path` until commit(). A
+// `path` that is a symbolic link is written through: its target gets the file.
 // Destroyed uncommitted (an error on the way), it removes its temporary.
 class AtomicFile {
  public:

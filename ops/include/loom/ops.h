@@ -11,7 +11,6 @@
 
 namespace loom {
 
-using Where = std::source_location;
 
 // ---- factories (no gradient) ----
 Tensor zeros(const Shape& shape, TensorOptions options = {});
@@ -49,6 +48,13 @@ Tensor tanh_backward(const Tensor& y, const Tensor& grad, Where where = Where::c
 // Sum over `dims` (all dims when empty); keepdim leaves them as size 1.
 Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false, Where where = Where::current());
 Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false, Where where = Where::current());
+// One dim as an integer: sum(x, 1, true), mean(x, -1).
+inline Tensor sum(const Tensor& x, DimIndex auto dim, bool keepdim = false, Where where = Where::current()) {
+  return sum(x, Shape{int64_t(dim)}, keepdim, where);
+}
+inline Tensor mean(const Tensor& x, DimIndex auto dim, bool keepdim = false, Where where = Where::current()) {
+  return mean(x, Shape{int64_t(dim)}, keepdim, where);
+}
 // Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape, Where where = Where::current());
 

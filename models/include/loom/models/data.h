@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loom/random.h"
@@ -29,6 +30,9 @@ struct ParallelCorpus {
 };
 // Line i of `src_path` translates to line i of `tgt_path`; the counts must agree.
 ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt_path);
+// <dir>/<split>.<lang>, or the same with .gz; an error names `command` and both paths.
+std::string corpus_file(const std::string& dir, const std::string& split, const std::string& lang,
+                        std::string_view command);
 
 // A SentencePiece model with loom's special ids: pad 0, unk 1, bos 2, eos 3.
 class Vocabulary {

@@ -55,6 +55,7 @@ struct TrainerOptions {
   Device device = kCPU;                // where the model, its gradients and Adam's moments live (not saved)
 
   std::string to_json() const;  // the fields updates depend on
+  void validate() const;         // every field in range, else a loom::Error naming the flag (the Trainer checks too)
 };
 
 // One update, as reported to the caller.
@@ -133,6 +134,9 @@ class Trainer {
   const TransformerConfig& config() const { return config_; }
   const TrainerOptions& options() const { return options_; }
   int64_t step() const { return step_; }
+  int64_t epoch() const { return epoch_; }  // the epoch under way (options.epochs + 1 once all are done)
+  // Whether run() has nothing left to do: options.epochs done, or options.max_steps reached.
+  bool finished() const { return epoch_ > options_.epochs || (options_.max_steps > 0 && step_ >= options_.max_steps); }
   const std::map<std::string, std::string>& extra_state() const { return extra_state_; }
   int64_t val_pairs() const { return static_cast<int64_t>(val_.size()); }
 

@@ -9,7 +9,6 @@
 
 namespace loom {
 
-using Where = std::source_location;
 
 // ---- unary math ----
 Tensor sqrt(const Tensor& x, Where where = Where::current());

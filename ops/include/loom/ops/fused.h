@@ -12,7 +12,6 @@
 
 namespace loom {
 
-using Where = std::source_location;
 
 // ---- softmax family (over `dim`, any dim) ----
 // `mask` (optional) is broadcastable to x and either
@@ -76,6 +75,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // (PyTorch gives NaN). A target outside [0, V) is an Error naming it and V.
 Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, double smoothing = 0.0,
                                     int64_t ignore_index = -100, Where where = Where::current());
+// PyTorch's F.cross_entropy for class-index targets, with its reduction:
+//   loss_i = (1 - eps)·(-log p[target_i]) + eps·mean_v(-log p_v),  log p = log_softmax(logits)
+// 0 for rows whose target is ignore_index. mean: Σ loss_i / rows not ignored (the fused
+// label_smoothed_cross_entropy); sum: Σ loss_i; none: loss_i, in target's shape.
+enum class Reduction { mean, sum, none };
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::mean;
+  double label_smoothing = 0.0;
+  int64_t ignore_index = -100;
+};
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {},
+                     Where where = Where::current());
 // d loss / d logits for the 0-d output gradient `grad`:
 //   (softmax(logits) - ((1 - eps) * onehot(target) + eps / V)) * grad / count,
 // zero rows for ignored targets; never materializes the one-hot.

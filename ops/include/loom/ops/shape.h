@@ -26,6 +26,17 @@ Tensor logsumexp(const Tensor& x, const Shape& dims = {}, bool keepdim = false, 
 // Variance over dims: sum((x - mean)^2) / (N - correction); correction=1 is unbiased.
 Tensor var(const Tensor& x, const Shape& dims = {}, bool keepdim = false, int64_t correction = 1,
            Where where = Where::current());
+// One dim as an integer: amax(x, -1), logsumexp(x, 1, true), var(x, -1).
+inline Tensor amax(const Tensor& x, DimIndex auto dim, bool keepdim = false, Where where = Where::current()) {
+  return amax(x, Shape{int64_t(dim)}, keepdim, where);
+}
+inline Tensor logsumexp(const Tensor& x, DimIndex auto dim, bool keepdim = false, Where where = Where::current()) {
+  return logsumexp(x, Shape{int64_t(dim)}, keepdim, where);
+}
+inline Tensor var(const Tensor& x, DimIndex auto dim, bool keepdim = false, int64_t correction = 1,
+                  Where where = Where::current()) {
+  return var(x, Shape{int64_t(dim)}, keepdim, correction, where);
+}
 
 // ---- joining and splitting ----
 // Joins tensors along an existing dim; all other dims must match.

@@ -4,7 +4,10 @@
 
 namespace loom {
 
+// Under the user's line as the call site: an undefined `like` (a .grad() read too
+// early) is named at that line.
 Tensor Operand::as_tensor(const Tensor& like) const {
+  CallSite site(where);
   return tensor.defined() ? tensor : scalar_tensor(scalar, {like.dtype(), like.device()});
 }
 
@@ -15,6 +18,7 @@ Tensor operator/(const Tensor& a, const Operand& b) { return div(a, b.as_tensor(
 
 namespace {
 Tensor scalar_like(double value, const Operand& other) {
+  CallSite site(other.where);
   LOOM_CHECK(other.tensor.defined(), "operator: both operands are scalars");
   return scalar_tensor(value, {other.tensor.dtype(), other.tensor.device()});
 }

@@ -1,5 +1,5 @@
 // `loom explain`: an op's registration (formulas, shape rule, samples) shown as a
-// learner reads it, with gradcheck's Jacobians (ops/src/gradcheck.cpp) printed.
+// learner reads it, with gradcheck's Jacobians (ops/registry/gradcheck.cpp) printed.
 #include "loom/explain.h"
 
 #include <algorithm>

@@ -74,23 +74,4 @@ inline Tensor causal_additive(int64_t t, Device device = kCPU) {
   return masked_fill(zero, causal_mask(t, device), -std::numeric_limits<double>::infinity());
 }
 
-// The benchmark cases of softmax and log_softmax: attention weights under the causal
-// mask (masked_call takes x and the mask), and the output layer's rows over the vocabulary.
-inline std::vector<BenchCase> row_op_bench(const std::string& op, OpCall masked_call) {
-  using namespace bench;
-  const double attention = sentences * heads * tokens * tokens, logits = rows * static_cast<double>(vocab);
-  const std::string backward = "bwd 4*3n (read y, G; write dx)";
-  return {{.label = op + " 64x8x24x24 causal mask",
-           .inputs = {{{sentences, heads, tokens, tokens}}, {.make = [](Generator&) { return causal_mask(tokens); }}},
-           .call = std::move(masked_call),
-           .forward_work = 2 * attention * f32_bytes + tokens * tokens,
-           .backward_work = 3 * attention * f32_bytes,
-           .formula = "fwd 4*2n + T*T mask bytes; " + backward},
-          {.label = op + " 1536x8000",
-           .inputs = {{{rows, vocab}}},
-           .forward_work = 2 * logits * f32_bytes,
-           .backward_work = 3 * logits * f32_bytes,
-           .formula = "fwd 4*2n; " + backward}};
-}
-
 }  // namespace loom::detail

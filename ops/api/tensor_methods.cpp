@@ -24,8 +24,19 @@ Tensor Tensor::clone() const { return loom::clone(*this); }
 Tensor Tensor::to(DType dtype) const { return loom::to_dtype(*this, dtype); }
 Tensor Tensor::to(Device device) const { return loom::to_device(*this, device); }
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return loom::sum(*this, dims, keepdim); }
-Tensor Tensor::sum(int64_t d, bool keepdim) const { return loom::sum(*this, Shape{d}, keepdim); }
 Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return loom::mean(*this, dims, keepdim); }
-Tensor Tensor::mean(int64_t d, bool keepdim) const { return loom::mean(*this, Shape{d}, keepdim); }
+Tensor Tensor::amax(const Shape& dims, bool keepdim) const { return loom::amax(*this, dims, keepdim); }
+Tensor Tensor::logsumexp(const Shape& dims, bool keepdim) const { return loom::logsumexp(*this, dims, keepdim); }
+Tensor Tensor::var(const Shape& dims, bool keepdim, int64_t correction) const {
+  return loom::var(*this, dims, keepdim, correction);
+}
+Tensor Tensor::softmax(int64_t d) const { return loom::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return loom::log_softmax(*this, d); }
+Tensor Tensor::pow(double exponent) const { return loom::pow(*this, exponent); }
+Tensor Tensor::exp() const { return loom::exp(*this); }
+Tensor Tensor::log() const { return loom::log(*this); }
+Tensor Tensor::relu() const { return loom::relu(*this); }
+Tensor Tensor::tanh() const { return loom::tanh(*this); }
+Tensor Tensor::abs() const { return loom::abs(*this); }
 
 }  // namespace loom

@@ -4,7 +4,7 @@
 
 #include "loom/autograd.h"
 #include "loom/ops.h"
-#include "loom/registry.h"
+#include "loom/bench_case.h"
 
 namespace loom {
 

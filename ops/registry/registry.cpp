@@ -1,7 +1,9 @@
+// The op registry and the benchmark cases registered beside it (ops/bench).
 #include "loom/registry.h"
 
 #include <algorithm>
 
+#include "loom/bench_case.h"
 #include "loom/error.h"
 
 namespace loom {
@@ -9,6 +11,10 @@ namespace loom {
 namespace {
 std::vector<OpInfo>& ops() {
   static std::vector<OpInfo> registry;
+  return registry;
+}
+std::vector<BenchRegistration>& benches() {
+  static std::vector<BenchRegistration> registry;
   return registry;
 }
 }  // namespace
@@ -26,7 +32,7 @@ void register_op(OpInfo info) {
 }
 
 namespace detail {
-const void* link_every_registration();  // generated: refers to every LOOM_OP and LOOM_KERNELS
+const void* link_every_registration();  // generated: refers to every LOOM_OP, LOOM_KERNELS and LOOM_BENCH
 }
 
 const std::vector<OpInfo>& registered_ops() {
@@ -39,6 +45,27 @@ const OpInfo* find_op(const std::string& name) {
   for (const auto& op : registered_ops())
     if (op.name == name) return &op;
   return nullptr;
+}
+
+void register_bench(BenchRegistration registration) {
+  auto& all = benches();
+  LOOM_CHECK(std::none_of(all.begin(), all.end(), [&](const auto& b) { return b.op == registration.op; }),
+             "register_bench: op '{}' has its benchmark cases registered twice", registration.op);
+  auto at = std::lower_bound(all.begin(), all.end(), registration.op,
+                             [](const BenchRegistration& b, const std::string& op) { return b.op < op; });
+  all.insert(at, std::move(registration));
+}
+
+const std::vector<BenchRegistration>& registered_bench() {
+  [[maybe_unused]] static const void* linked = detail::link_every_registration();
+  return benches();
+}
+
+const std::vector<BenchCase>& bench_cases(const std::string& op) {
+  static const std::vector<BenchCase> none;
+  for (const auto& b : registered_bench())
+    if (b.op == op) return b.cases;
+  return none;
 }
 
 }  // namespace loom

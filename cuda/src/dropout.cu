@@ -1,0 +1,76 @@
+// Dropout on the GPU: the CPU's Philox stream and keep test, the keep bits as a bitmask.
+#include <cmath>
+#include <cstdint>
+
+#include "loom/philox.h"
+#include "kernel_errors.h"
+#include "loom/cuda/launch.h"
+#include "dropout_launch.h"
+
+namespace loom::cuda {
+
+namespace {
+
+constexpr int kWarp = 32;
+
+// One warp per 32 elements (one mask word): each lane draws its element's word,
+// the warp's keep bits gathered with a ballot (a word written by one lane).
+template <typename T>
+__global__ void dropout_kernel(T* out, uint32_t* mask, const T* x, int64_t n, uint32_t threshold, T scale,
+                               uint64_t seed, uint64_t offset) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / kWarp;
+  for (int64_t word = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kWarp; word * kWarp < n; word += warps) {
+    const int64_t i = word * kWarp + lane;
+    bool keep = false;
+    if (i < n) {
+      const Philox4x32 bits = philox_block(seed, offset, philox_block_of(i));
+      keep = (bits.v[i % 4] >> 8) >= threshold;
+      const T scaled = x[i] * scale;
+      out[i] = keep ? scaled : T(0);
+    }
+    const uint32_t word_bits = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0) mask[word] = word_bits;
+  }
+}
+
+template <typename T>
+__global__ void dropout_backward_kernel(T* out, const T* grad, const uint32_t* mask, int64_t n, T scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const T scaled = grad[i] * scale;
+    out[i] = (mask[i / kWarp] >> (i % kWarp)) & 1u ? scaled : T(0);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void launch_dropout(void* out, uint32_t* mask, const void* x, int64_t n, double p, uint64_t seed, uint64_t offset,
+                    cudaStream_t stream) {
+  if (n == 0) return;
+  const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  const uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
+  const int64_t words = (n + kWarp - 1) / kWarp;
+  dropout_kernel<T><<<blocks_for(words * kWarp), kThreads, 0, stream>>>(
+      static_cast<T*>(out), mask, static_cast<const T*>(x), n, threshold, scale, seed, offset);
+  check_kernel_launch("dropout_kernel");
+}
+
+template <typename T>
+void launch_dropout_backward(void* out, const void* grad, const uint32_t* mask, int64_t n, double p,
+                             cudaStream_t stream) {
+  if (n == 0) return;
+  const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  dropout_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(grad),
+                                                                     mask, n, scale);
+  check_kernel_launch("dropout_backward_kernel");
+}
+
+#define LOOM_CUDA_DROPOUT(T)                                                                                       \
+  template void launch_dropout<T>(void*, uint32_t*, const void*, int64_t, double, uint64_t, uint64_t, cudaStream_t); \
+  template void launch_dropout_backward<T>(void*, const void*, const uint32_t*, int64_t, double, cudaStream_t);
+LOOM_CUDA_DROPOUT(float)
+LOOM_CUDA_DROPOUT(double)
+#undef LOOM_CUDA_DROPOUT
+
+}  // namespace loom::cuda

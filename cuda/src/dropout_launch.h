@@ -1,0 +1,21 @@
+#pragma once
+// Dropout on the GPU (dropout.cu), registered by dropout.cpp.
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace loom::cuda {
+
+// out = keep ? x / (1 - p) : 0, keep_i = (word i % 4 of Philox block i / 4 at
+// (seed, offset)) >> 8 >= ceil(p 2^24), the CPU's stream and test; mask gets
+// the keep bits, bit i % 32 of word i / 32. x and out dense.
+template <typename T>
+void launch_dropout(void* out, uint32_t* mask, const void* x, int64_t n, double p, uint64_t seed, uint64_t offset,
+                    cudaStream_t stream);
+template <typename T>
+void launch_dropout_backward(void* out, const void* grad, const uint32_t* mask, int64_t n, double p,
+                             cudaStream_t stream);
+
+
+}  // namespace loom::cuda

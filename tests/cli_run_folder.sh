@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# No run is ever lost (issue 27): a new run never overwrites a folder that holds a
+# run; one run at a time writes in a folder (a lock naming its holder); temporaries
+# of a writer that died are swept on start-up; a leftover vocabulary is reused only
+# for the same corpus and size; cheap checks come before any vocabulary is trained;
+# and SIGINT / SIGTERM at random moments always end in a clean save (exit 130 / 143).
+#   tests/cli_run_folder.sh <path to the loom binary> [signals, default 12]
+set -euo pipefail
+loom="$1"
+signals="${2:-12}"
+test_name=cli_run_folder
+source "$(dirname "$0")/cli_lib.sh"
+scratch_with_background_run
+
+make_corpus train 200
+make_corpus val 20
+common=(--data "$dir" --preset tiny --vocab 60 --max-tokens 64 --max-len 16 --warmup 10 --threads 2)
+# run <exit code> <text stderr must contain> <command...>
+run() {
+  local want_rc=$1 want=$2 rc=0
+  shift 2
+  "$@" > "$dir/stdout.txt" 2> "$dir/stderr.txt" || rc=$?
+  [[ $rc -eq $want_rc ]] || { cat "$dir/stdout.txt" "$dir/stderr.txt"; fail "'${*:2}': exit code $rc, expected $want_rc"; }
+  [[ -z $want ]] || grep -qF -- "$want" "$dir/stderr.txt" "$dir/stdout.txt" ||
+    { cat "$dir/stdout.txt" "$dir/stderr.txt"; fail "'${*:2}': the output lacks: $want"; }
+}
+
+run 0 "" "$loom" train "${common[@]}" --out "$dir/done" --max-steps 3 --keep-last 2 --save-every 1
+sha256sum "$dir/done/model.safetensors" "$dir/done/training_state.safetensors" > "$dir/done.sha"
+
+# 3. A new run into a finished run's folder is refused, naming --resume; nothing changes.
+run 1 "train: '$dir/done' already holds a run (model.safetensors, training_state.safetensors, best" \
+  "$loom" train "${common[@]}" --out "$dir/done" --max-steps 3
+grep -qF "continue it with \`loom train --resume $dir/done\`, or start afresh with another --out" "$dir/stderr.txt" ||
+  fail "the refusal does not say how to continue or start afresh"
+sha256sum -c --quiet "$dir/done.sha" || fail "a refused run changed the finished run's files"
+# ... also when the folder holds only kept step-N checkpoints (no --keep-last in the new run).
+mkdir -p "$dir/kept" && cp "$dir"/done/step-*.safetensors "$dir/kept/"
+run 1 "train: '$dir/kept' already holds a run (step-0000000" "$loom" train "${common[@]}" --out "$dir/kept" --max-steps 1
+
+# 4. Two runs into one folder at once: the second is refused, naming the first (its pid).
+"$loom" train "${common[@]}" --out "$dir/busy" --max-steps 100000 --epochs 1000 > "$dir/busy.log" 2>&1 &
+pid=$!
+wait_for_line '^step ' "$dir/busy.log"
+run 1 "train: the run folder '$dir/busy' is in use by another loom (pid $pid on " \
+  "$loom" train "${common[@]}" --out "$dir/busy" --max-steps 1
+run 1 "is in use by another loom (pid $pid" "$loom" train --resume "$dir/busy" --max-steps 1
+kill -INT $pid; rc=0; wait $pid || rc=$?; pid=""
+[[ $rc -eq 130 ]] || { cat "$dir/busy.log"; fail "the first run, interrupted: exit code $rc"; }
+# The lock went with its holder: the run continues.
+run 0 "resuming '$dir/busy'" "$loom" train --resume "$dir/busy" --max-steps 1000000 --epochs 1 --log-every 1000
+
+# 2. A temporary left by a writer that died (a second SIGINT during a save) is removed on start-up.
+cp -r "$dir/done" "$dir/leftover"
+: > "$dir/leftover/training_state.safetensors.tmp.999999999"
+: > "$dir/leftover/best/model.safetensors.tmp.999999998"
+run 0 "train: removed '$dir/leftover/training_state.safetensors.tmp.999999999', left by a writer that died" \
+  "$loom" train --resume "$dir/leftover" --max-steps 4
+[[ -z $(find "$dir/leftover" -name '*.tmp.*') ]] || fail "temporaries left: $(find "$dir/leftover" -name '*.tmp.*')"
+
+# --resume with nothing left to do says so; --resume with another --out is refused; a run
+# started with a relative --data, resumed from elsewhere, asks for --data.
+run 0 "train: --resume '$dir/done': nothing left to do, the run is at step 3" "$loom" train --resume "$dir/done"
+run 1 "train: --resume '$dir/done' continues that folder's run; --out '$dir/other' would be ignored" \
+  "$loom" train --resume "$dir/done" --out "$dir/other"
+mkdir -p "$dir/corpus" && cp "$dir"/train.* "$dir"/val.* "$dir/corpus/"
+(cd "$dir" && "$loom" train --data corpus --out rel --preset tiny --vocab 60 --max-tokens 64 --max-len 16 \
+  --max-steps 2 --threads 2 > /dev/null)
+run 1 "train: --resume '$dir/rel': the run's corpus folder 'corpus' is not found from here (a path relative to where" \
+  "$loom" train --resume "$dir/rel" --max-steps 3
+run 0 "resuming '$dir/rel' at step 2" "$loom" train --resume "$dir/rel" --max-steps 3 --data "$dir/corpus"
+sha256sum -c --quiet "$dir/done.sha" || fail "the finished run's files changed"
+
+# 6. Cheap checks before the vocabulary: nothing is trained or left for a run refused at once.
+for bad in "--preset huge|presets: unknown preset 'huge'" "--device banana|device 'banana'" \
+           "--heads 3|must be a positive multiple of heads 3" "--d-model 65536|the model would hold about"; do
+  rm -rf "$dir/cheap"
+  # shellcheck disable=SC2086
+  run 1 "${bad#*|}" "$loom" train --data "$dir" --vocab 60 --out "$dir/cheap" ${bad%%|*}
+  [[ ! -e "$dir/cheap/spm.model" ]] || fail "'${bad%%|*}' trained a vocabulary before it was refused"
+done
+# A leftover vocabulary is reused only for the same corpus and size.
+mkdir -p "$dir/vocab_same" "$dir/vocab_size"
+cp "$dir"/done/spm.* "$dir/vocab_same/"; cp "$dir"/done/spm.* "$dir/vocab_size/"
+run 0 "vocabulary: reusing '$dir/vocab_same/spm.model'" "$loom" train "${common[@]}" --out "$dir/vocab_same" --max-steps 1
+run 0 "vocabulary: '$dir/vocab_size/spm.model' was trained on another corpus or size; training a new one" \
+  "$loom" train --data "$dir" --preset tiny --vocab 50 --max-tokens 64 --max-len 16 --out "$dir/vocab_size" --max-steps 1
+grep -q '"pieces": 50' "$dir/vocab_size/spm.source.json" || fail "the new vocabulary's source does not say 50 pieces"
+
+# 1. SIGINT or SIGTERM at a random moment of a run: always a clean save and 130 / 143,
+# never an abort (oneDNN's JIT gemm once took the signal frame onto the heap).
+for ((i = 0; i < signals; i++)); do
+  rm -rf "$dir/sig"
+  "$loom" train "${common[@]}" --out "$dir/sig" --max-steps 100000 --epochs 1000 --log-every 1 > "$dir/sig.log" 2>&1 &
+  pid=$!
+  wait_for_line '^step ' "$dir/sig.log"  # the first step, then a random 0 to 2 s more
+  sleep "0.$((RANDOM % 10))$((RANDOM % 10))"; [[ $((RANDOM % 3)) -eq 0 ]] && sleep 1
+  signal=$((i % 2 == 0 ? 2 : 15))
+  kill -s $signal $pid; rc=0; wait $pid || rc=$?; pid=""
+  [[ $rc -eq $((128 + signal)) ]] || { cat "$dir/sig.log"; fail "signal $signal, try $i: exit code $rc"; }
+  grep -q "^interrupted after step [0-9]*: saved '$dir/sig/training_state.safetensors'" "$dir/sig.log" ||
+    { cat "$dir/sig.log"; fail "signal $signal, try $i: no 'interrupted ... saved' line"; }
+  ! grep -qE 'free\(\)|malloc\(\)|corrupted' "$dir/sig.log" || { cat "$dir/sig.log"; fail "heap corruption reported"; }
+done
+echo "$test_name: $signals signals at random moments, each a clean save; refusals, lock, temporaries and vocabulary checked"

@@ -1,0 +1,257 @@
+// Decoding: a tiny model that learns to copy sentences (greedy), the cached
+// decoders against the reference ones, and beam search.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "loom/models.h"
+#include "loom/ops.h"
+#include "loom/optim.h"
+#include "helpers.h"
+
+using namespace loom;
+using loom::testing::error_of;
+using loom::testing::ids;
+using namespace loom::models;
+
+namespace {
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  auto x = a.contiguous().to_vector<float>(), y = b.contiguous().to_vector<float>();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, static_cast<double>(std::abs(x[i] - y[i])));
+  return m;
+}
+
+std::vector<Hypothesis> best_of(const std::vector<std::vector<Hypothesis>>& nbest) {
+  std::vector<Hypothesis> best;
+  for (const auto& hyps : nbest) best.push_back(hyps.at(0));
+  return best;
+}
+
+// decode_step against decode's last position, then greedy and beam search (beam 1,
+// 4 and its 4-best, alpha 0 and 0.6, cut short and long) against their references:
+// the same tokens, scores equal to float rounding. Returns the longest output seen.
+size_t check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos, int64_t eos) {
+  size_t longest = 0;
+  NoGradGuard no_grad;
+  model.eval();
+  {
+    // Three steps over 2 rows per sentence, reordered between steps.
+    Transformer::Encoded encoded = model.encode(src);
+    const int64_t batch = src.shape()[0];
+    Transformer::DecoderState state = model.start_decoding(encoded);
+    std::vector<int64_t> rows;  // sentence b's rows: 2b, 2b + 1
+    for (int64_t b = 0; b < batch; ++b) rows.insert(rows.end(), {b, b});
+    state.select(rows);
+    std::vector<std::vector<int64_t>> prefixes(2 * batch, std::vector<int64_t>{bos});
+    for (int64_t step = 0; step < 3; ++step) {
+      std::vector<int64_t> last, flat, sentence;
+      for (const auto& p : prefixes) last.push_back(p.back());
+      for (const auto& p : prefixes) flat.insert(flat.end(), p.begin(), p.end());
+      for (int64_t b = 0; b < batch; ++b) sentence.insert(sentence.end(), {b, b});
+      Tensor cached = model.decode_step(state, ids(last, 2 * batch).reshape({2 * batch}));
+      Tensor index = ids(sentence, 2 * batch).reshape({2 * batch});
+      Transformer::Encoded rows_encoded{index_select(encoded.memory, 0, index), index_select(encoded.src_mask, 0, index)};
+      Tensor full = model.decode(rows_encoded, ids(flat, 2 * batch)).select(1, step);
+      CHECK(max_abs_diff(cached, full) < 1e-4);
+      // Swap each sentence's two rows, and extend them by different tokens.
+      std::vector<int64_t> swapped;
+      for (int64_t b = 0; b < batch; ++b) swapped.insert(swapped.end(), {2 * b + 1, 2 * b});
+      state.select(swapped);
+      std::vector<std::vector<int64_t>> next;
+      for (int64_t i : swapped) next.push_back(prefixes[i]);
+      for (size_t i = 0; i < next.size(); ++i) next[i].push_back(3 + static_cast<int64_t>(i % 2) + step);
+      prefixes = next;
+    }
+    CHECK(error_of([&] { state.select({2 * batch}); }) ==
+          fmt::format("DecoderState::select: row {} of {} does not exist", 2 * batch, 2 * batch));
+  }
+  for (int64_t max_len : {3, 12, 40}) {  // 40: the self-attention cache grows past its first 16 positions
+    CAPTURE(max_len);
+    Tensor fast = greedy_decode(model, src, bos, eos, max_len), slow = greedy_decode_reference(model, src, bos, eos, max_len);
+    CHECK(fast.shape() == slow.shape());
+    CHECK(fast.to_vector<int64_t>() == slow.to_vector<int64_t>());
+    for (BeamOptions o : {BeamOptions{.beam = 1, .length_penalty = 0.0, .max_len = max_len},
+                          BeamOptions{.beam = 4, .length_penalty = 0.6, .max_len = max_len, .nbest = 4},
+                          BeamOptions{.beam = 4, .length_penalty = 0.0, .max_len = max_len, .nbest = 2}}) {
+      CAPTURE(o.beam);
+      CAPTURE(o.length_penalty);
+      auto cached = beam_search(model, src, bos, eos, o), reference = beam_search_reference(model, src, bos, eos, o);
+      REQUIRE(cached.size() == reference.size());
+      for (size_t b = 0; b < cached.size(); ++b) {
+        REQUIRE(cached[b].size() == reference[b].size());
+        CHECK(static_cast<int64_t>(cached[b].size()) <= o.nbest);
+        for (size_t k = 0; k < cached[b].size(); ++k) {
+          CHECK(cached[b][k].tokens == reference[b][k].tokens);
+          longest = std::max(longest, cached[b][k].tokens.size());
+          CHECK(cached[b][k].log_prob == doctest::Approx(reference[b][k].log_prob).epsilon(1e-5));
+          CHECK(cached[b][k].score == doctest::Approx(reference[b][k].score).epsilon(1e-5));
+          if (k > 0) CHECK(cached[b][k].score <= cached[b][k - 1].score);
+        }
+      }
+    }
+  }
+  return longest;
+}
+}  // namespace
+
+TEST_CASE("a tiny Transformer learns to copy sentences (Adam + Noam, label smoothing, greedy decoding)") {
+  const int64_t vocab = 13, pad = 0, bos = 1, eos = 2, batch = 32, len = 6;
+  TransformerConfig config = presets::tiny(vocab);
+  config.d_model = 32;
+  config.d_ff = 64;
+  config.dropout = 0.0;
+  Generator init(4), data(5);
+  Transformer model(config, init);
+  optim::Adam adam(model.parameters(), {.lr = 0, .betas = {0.9, 0.98}, .eps = 1e-9});
+  optim::Noam noam(adam, config.d_model, /*warmup=*/50, /*factor=*/0.3);  // peak lr 0.0075
+
+  // A batch of random sentences of 3..len tokens from 3..vocab-1, padded; target = source.
+  auto make_batch = [&](Tensor& src, Tensor& tgt_in, Tensor& tgt_out) {
+    auto r = rand({batch, len + 1}, {DType::f64}, data).to_vector<double>();
+    std::vector<int64_t> s, ti, to;
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t n = 3 + static_cast<int64_t>(r[b * (len + 1)] * (len - 2));
+      std::vector<int64_t> sentence;
+      for (int64_t i = 0; i < n; ++i) sentence.push_back(3 + static_cast<int64_t>(r[b * (len + 1) + 1 + i] * (vocab - 3)));
+      for (int64_t i = 0; i <= len; ++i) s.push_back(i < n ? sentence[i] : i == n ? eos : pad);
+      for (int64_t i = 0; i <= len; ++i) ti.push_back(i == 0 ? bos : i - 1 < n ? sentence[i - 1] : i - 1 == n ? eos : pad);
+      for (int64_t i = 0; i <= len; ++i) to.push_back(i < n ? sentence[i] : i == n ? eos : pad);
+    }
+    src = ids(s, batch);
+    tgt_in = ids(ti, batch);
+    tgt_out = ids(to, batch);
+  };
+
+  double first_loss = 0, loss_value = 0;
+  for (int step = 0; step < 250; ++step) {
+    Tensor src, tgt_in, tgt_out;
+    make_batch(src, tgt_in, tgt_out);
+    Tensor loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, pad);
+    adam.zero_grad();
+    loss.backward();
+    noam.step();
+    adam.step();
+    loss_value = loss.item<double>();
+    if (step == 0) first_loss = loss_value;
+  }
+  Tensor src, tgt_in, tgt_out;
+  make_batch(src, tgt_in, tgt_out);
+  Tensor decoded = greedy_decode(model, src, bos, eos, len + 1);
+  auto got = decoded.to_vector<int64_t>(), want = tgt_out.to_vector<int64_t>();
+  const int64_t width = decoded.shape()[1];
+  int64_t exact = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    bool same = true;
+    for (int64_t i = 0; i <= len && i + 1 < width; ++i) {
+      same = same && got[b * width + i + 1] == want[b * (len + 1) + i];
+      if (want[b * (len + 1) + i] == eos) break;
+    }
+    exact += same;
+  }
+  MESSAGE("copy task: loss " << first_loss << " -> " << loss_value << ", " << exact << "/" << batch
+                             << " sentences decoded exactly");
+  CHECK(loss_value < 0.3 * first_loss);
+  CHECK(exact >= batch * 3 / 4);
+
+  // Beam search: beam 1 is greedy decoding, except that its last allowed token is
+  // eos (greedy stops at max_len with whatever comes); beam 4 copies too.
+  auto one = best_of(beam_search(model, src, bos, eos, {.beam = 1, .length_penalty = 0.0, .max_len = len + 1}));
+  auto four = best_of(beam_search(model, src, bos, eos, {.beam = 4, .length_penalty = 0.6, .max_len = len + 1}));
+  int64_t beam_exact = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int64_t> greedy_tokens;
+    for (int64_t i = 1; i < width; ++i) {
+      greedy_tokens.push_back(got[b * width + i]);
+      if (got[b * width + i] == eos) break;
+    }
+    if (greedy_tokens.back() != eos && static_cast<int64_t>(greedy_tokens.size()) == len + 1) greedy_tokens.back() = eos;
+    CHECK(one[b].tokens == greedy_tokens);
+    std::vector<int64_t> wanted;
+    for (int64_t i = 0; i <= len; ++i) {
+      wanted.push_back(want[b * (len + 1) + i]);
+      if (wanted.back() == eos) break;
+    }
+    beam_exact += four[b].tokens == wanted;
+    CHECK(four[b].score >= one[b].log_prob / std::pow((5.0 + one[b].tokens.size()) / 6.0, 0.6) - 1e-5);
+  }
+  MESSAGE("beam 4: " << beam_exact << "/" << batch << " sentences copied exactly");
+  CHECK(beam_exact >= batch * 3 / 4);
+
+  SUBCASE("the cached decoders give the reference decoders' tokens") { check_cached_decoding(model, src, bos, eos); }
+}
+
+TEST_CASE("the cached decoders give the reference decoders' tokens on untrained models (post- and pre-norm)") {
+  for (bool pre_norm : {false, true}) {
+    CAPTURE(pre_norm);
+    TransformerConfig config = presets::tiny(11);
+    config.pre_norm = pre_norm;
+    Generator init(pre_norm ? 8 : 9);
+    Transformer model(config, init);
+    Generator data(3);
+    // 6 sentences of 2..7 tokens, padded: sentences finish at different steps.
+    auto r = rand({6, 8}, {DType::f64}, data).to_vector<double>();
+    std::vector<int64_t> s;
+    for (int64_t b = 0; b < 6; ++b)
+      for (int64_t i = 0; i < 8; ++i) s.push_back(i < 2 + b ? 3 + static_cast<int64_t>(r[b * 8 + i] * 8) : i == 2 + b ? 2 : 0);
+    CHECK(check_cached_decoding(model, ids(s, 6), 1, 2) > 16);  // past the cache's first capacity
+  }
+}
+
+// A distribution written by hand where the greedy choice is a trap:
+//   after bos: A 0.6, B 0.4;  after A: A, B, eos 1/3 each;  after B: eos 0.9, A 0.05, B 0.05
+// greedy: A then eos (p = 0.2); beam 2: B eos (p = 0.36). Length penalty
+// alpha = 0 compares raw probabilities.
+TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
+  const int64_t bos = 1, eos = 2, A = 3, B = 4, V = 5;
+  auto scorer = [&](const BeamStep& step) {
+    std::vector<float> out;
+    for (const auto& p : step.prefixes) {
+      std::vector<double> probs(V, 0.0);
+      const int64_t last = p.back();
+      if (last == bos) probs[A] = 0.6, probs[B] = 0.4;
+      else if (last == A) probs[A] = probs[B] = probs[eos] = 1.0 / 3;
+      else probs[eos] = 0.9, probs[A] = probs[B] = 0.05;
+      for (double q : probs) out.push_back(static_cast<float>(std::log(q)));
+    }
+    return out;
+  };
+  auto greedy = best_of(beam_search(scorer, 1, V, bos, eos, {.beam = 1, .length_penalty = 0.0, .max_len = 5}));
+  auto beam = best_of(beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 0.0, .max_len = 5}));
+  CHECK(greedy[0].tokens == std::vector<int64_t>{A, eos});
+  CHECK(greedy[0].log_prob == doctest::Approx(std::log(0.6 / 3)).epsilon(1e-6));
+  CHECK(beam[0].tokens == std::vector<int64_t>{B, eos});
+  CHECK(beam[0].log_prob == doctest::Approx(std::log(0.36)).epsilon(1e-6));
+  // Two sentences at once give the same answers as one at a time.
+  auto both = best_of(beam_search(scorer, 2, V, bos, eos, {.beam = 2, .length_penalty = 0.0, .max_len = 5}));
+  CHECK(both[1].tokens == beam[0].tokens);
+  CHECK(error_of([&] { beam_search(scorer, 1, V, bos, 7, {}); }) ==
+        "beam_search: bos 1 and eos 7 must be ids of the vocabulary of 5");
+}
+
+// A sentence that would go on forever (A 0.9, eos 0.1 after every prefix; beam 2): the
+// max_len-th token is eos, so the longest hypothesis is scored with its eos like the
+// others. With alpha 2 it wins: A A eos, p = 0.081, score log 0.081 / (8/6)^2 = -1.41,
+// against eos (-2.30) and A eos (-1.77); unfinished, A A A (p 0.729) would have won.
+TEST_CASE("beam search ends every hypothesis with eos, forced at max_len") {
+  const int64_t bos = 1, eos = 2, A = 3, V = 4;
+  auto scorer = [&](const BeamStep& step) {
+    std::vector<float> out;
+    for (size_t i = 0; i < step.prefixes.size(); ++i)
+      for (double q : {0.0, 0.0, 0.1, 0.9}) out.push_back(static_cast<float>(std::log(q)));
+    return out;
+  };
+  auto all = beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 2.0, .max_len = 3, .nbest = 2});
+  CHECK(all[0][0].tokens == std::vector<int64_t>{A, A, eos});
+  CHECK(all[0][0].log_prob == doctest::Approx(std::log(0.081)).epsilon(1e-6));
+  CHECK(all[0][0].score == doctest::Approx(std::log(0.081) / std::pow(8.0 / 6, 2.0)).epsilon(1e-6));
+  CHECK(all[0][1].tokens == std::vector<int64_t>{A, eos});
+  auto plain = beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 0.0, .max_len = 3});
+  CHECK(plain[0][0].tokens == std::vector<int64_t>{eos});  // alpha 0: the likeliest whole sentence
+}

@@ -1,0 +1,214 @@
+// The matmul kernels' precision: bfloat16 products (oneDNN and the reference loop),
+// bf16 matmul precision for float32 tensors (operands rounded once, tiny products
+// left in float32), the float32 -> bfloat16 rounding, and the few-rows X @ W^T
+// kernel; each against float64 and for the same bits at 1 and 2 threads.
+#include <doctest/doctest.h>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "loom/cpu.h"
+#include "loom/kernel_table.h"
+#include "loom/matmul_precision.h"
+#include "loom/ops.h"
+#include "helpers.h"
+
+using namespace loom;
+using loom::testing::on_reference_kernels;
+
+TEST_CASE("bfloat16 matmul: oneDNN and the reference loop agree with float64 on the same bf16 inputs") {
+  // Both accumulate in float32 and round once to bf16, so each element is within
+  // one bf16 rounding (2^-8 relative) of the exact product of the rounded inputs,
+  // plus float32 summation error (tiny at k = 64).
+  Tensor a = to_dtype(randn({3, 40, 64}), bf16);
+  Tensor b = to_dtype(randn({50, 64}), bf16);
+  Tensor bt = transpose(b, 0, 1);  // broadcast over the batch, transposed: the kernel makes it dense
+  Tensor exact = matmul(to_dtype(a, f64), to_dtype(bt, f64));
+  Tensor fast = matmul(a, bt);
+  Tensor reference = on_reference_kernels([&] { return matmul(a, bt); });
+  CHECK(fast.dtype() == bf16);
+  CHECK(fast.shape() == Shape{3, 40, 50});
+  for (const Tensor& result : {fast, reference}) {
+    std::vector<double> got = result.to_vector<double>(), want = exact.to_vector<double>();
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(got[i] - want[i]) / (std::abs(want[i]) + 1e-3));
+    INFO("worst relative error ", worst);
+    CHECK(worst <= 0x1p-8 + 1e-4);
+  }
+}
+
+namespace {
+// Whether a @ b has the same bits on 1 thread as on 2.
+bool same_bits_for_1_and_2_threads(const Tensor& a, const Tensor& b) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::vector<float> two = matmul(a, b).to_vector<float>();
+  omp_set_num_threads(1);
+  std::vector<float> one = matmul(a, b).to_vector<float>();
+  omp_set_num_threads(threads);
+  return one == two;
+}
+}  // namespace
+
+TEST_CASE("bfloat16 matmul: the same bits for 1 and 2 threads") {
+  CHECK(same_bits_for_1_and_2_threads(to_dtype(randn({768, 512}), bf16), to_dtype(randn({512, 1024}), bf16)));
+}
+
+namespace {
+// Rounds a float32 tensor to bfloat16 and back: the values a bf16 product reads.
+Tensor bf16_rounded(const Tensor& x) { return to_dtype(to_dtype(x, bf16), f64); }
+
+// The largest error of `got` against `want`, each element's measured against the
+// sum of its products' magnitudes (|a| @ |b|): what bounds a float32 sum's error.
+double worst_relative(const Tensor& got, const Tensor& want, const Tensor& magnitude) {
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>(), s = magnitude.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]) / s[i]);
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, float32 sums and result") {
+  // A product whose two row blocks are small (sgemm on the rounded values), a batch of
+  // large ones (oneDNN's bf16 gemm, operands rounded per block) and one large one
+  // (rounded once up front); the second operand broadcast over the batch and
+  // transposed, as in a linear layer.
+  for (auto [sa, sb] : {std::pair{Shape{3, 130, 64}, Shape{20, 64}}, {Shape{2, 300, 128}, Shape{600, 128}},
+                        {Shape{1, 600, 128}, Shape{500, 128}}}) {
+    INFO("a: ", sa.size(), " dims, ", sa[sa.size() - 2], " rows");
+    Tensor a = randn(sa);
+    Tensor bt = transpose(randn(sb), 0, 1);
+    Tensor float32_result = matmul(a, bt);
+    MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+    Tensor fast = matmul(a, bt);
+    Tensor reference = on_reference_kernels([&] { return matmul(a, bt); });
+    CHECK(fast.dtype() == f32);
+    CHECK(fast.shape() == Shape{sa[0], sa[1], sb[0]});
+    if (!cpu_bf16_matmul_available()) {
+      MESSAGE("this CPU has no AVX512-BF16: bf16 precision must stay float32");
+      CHECK(fast.to_vector<float>() == float32_result.to_vector<float>());
+      continue;
+    }
+    // Exact products of the rounded operands, up to float32 summation error (at most
+    // k * 2^-24 of the magnitudes' sum); the float32 result is off by the operands'
+    // bf16 rounding (up to 2^-8 relative per product), far more.
+    const double sum_error = static_cast<double>(sa[2]) * std::ldexp(1.0, -24);
+    Tensor exact = matmul(bf16_rounded(a), bf16_rounded(bt));
+    Tensor magnitude = matmul(abs(bf16_rounded(a)), abs(bf16_rounded(bt)));
+    CHECK(worst_relative(fast, exact, magnitude) <= sum_error);
+    CHECK(worst_relative(reference, exact, magnitude) <= sum_error);
+    CHECK(worst_relative(float32_result, exact, magnitude) >= 1e-3);
+  }
+}
+
+TEST_CASE("float32 -> bfloat16 on the fast kernels (casts, bf16 matmul operands): each value as bfloat16(x)") {
+  // The conversion instruction takes 32 values at a time and flushes denormals: a
+  // group holding one (or a NaN, an infinity, a tie) must still round as the scalar
+  // rule does, and so must a tail shorter than 32.
+  std::vector<float> values = randn({1000}).to_vector<float>();
+  const float specials[] = {std::ldexp(1.5f, -130), -std::ldexp(1.0f, -149), std::bit_cast<float>(0x007fffffu),
+                            std::nanf(""), -std::numeric_limits<float>::infinity(), 1.0f + std::ldexp(1.0f, -8),
+                            1.0f + 3 * std::ldexp(1.0f, -8), 3.4e38f, -0.0f, std::bit_cast<float>(0x7fa12345u)};
+  for (size_t i = 0; i < std::size(specials); ++i) values[i * 97] = values[999 - i] = specials[i];
+  std::vector<float> rounded = to_dtype(from_vector(values, {1000}), bf16).to_vector<float>();
+  int differ = 0;
+  for (size_t i = 0; i < values.size(); ++i)
+    differ += std::bit_cast<uint32_t>(rounded[i]) != std::bit_cast<uint32_t>(static_cast<float>(bfloat16(values[i])));
+  CHECK(differ == 0);
+}
+
+TEST_CASE("bf16 matmul precision: a tiny product (under 2^17 multiply-adds, as a head's attention) stays float32") {
+  // 40 x 64 @ 64 x 50 = 128,000 multiply-adds per batch entry, just under 2^17.
+  Tensor a = randn({3, 40, 64}), bt = transpose(randn({50, 64}), 0, 1);
+  Tensor float32_result = matmul(a, bt);
+  Tensor float32_reference = on_reference_kernels([&] { return matmul(a, bt); });
+  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+  CHECK(matmul(a, bt).to_vector<float>() == float32_result.to_vector<float>());
+  CHECK(on_reference_kernels([&] { return matmul(a, bt); }).to_vector<float>() ==
+        float32_reference.to_vector<float>());
+  // One more row (41 x 64 x 50 = 131,200) is past the line: bf16 where the CPU has it.
+  Tensor a41 = randn({41, 64});
+  Tensor bf16_result = matmul(a41, bt);
+  MatmulPrecisionGuard back(MatmulPrecision::float32);
+  CHECK((bf16_result.to_vector<float>() != matmul(a41, bt).to_vector<float>()) == cpu_bf16_matmul_available());
+}
+
+TEST_CASE("bf16 matmul precision, a product autograd differentiates: operands rounded once, the same bits") {
+  if (!cpu_bf16_matmul_available()) return;
+  // A Linear's product, x @ w^T: the op rounds x, w and then g once each and keeps
+  // the bfloat16 copies; each value and gradient must be the bits the float32
+  // kernel gives when it rounds the operands of every product itself (no grad).
+  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+  Tensor x = randn({300, 128}).requires_grad_(), w = randn({200, 128}).requires_grad_();
+  Tensor g = randn({300, 200});
+  Tensor y = matmul(x, w.t());
+  y.backward(g);
+  NoGradGuard no_grad;
+  CHECK(y.to_vector<float>() == matmul(x, w.t()).to_vector<float>());
+  CHECK(x.grad().to_vector<float>() == matmul(g, w).to_vector<float>());
+  CHECK(w.grad().to_vector<float>() == matmul(g.t(), x).to_vector<float>());
+  CHECK(y.to_vector<float>() != [&] {  // and they did round
+    MatmulPrecisionGuard float32(MatmulPrecision::float32);
+    return matmul(x, w.t()).to_vector<float>();
+  }());
+}
+
+TEST_CASE("bf16 matmul precision: a second derivative through a rounded-once product is a clear error") {
+  if (!cpu_bf16_matmul_available()) return;
+  MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+  Tensor x = randn({300, 128}).requires_grad_(), w = randn({200, 128}).requires_grad_();
+  Tensor loss = sum(matmul(x, w.t()));
+  CHECK_THROWS_WITH_AS(grad({loss}, {x}, {}, {.create_graph = true}), doctest::Contains("second derivative"), Error);
+}
+
+TEST_CASE("float32 and bf16-precision matmuls (oneDNN's gemms where it has them): the same bits for 1 and 2 threads") {
+  for (MatmulPrecision mode : {MatmulPrecision::float32, MatmulPrecision::bf16}) {
+    MatmulPrecisionGuard precision(mode);
+    // A large product, a long inner dimension with a small output (where a library
+    // would split the sums across threads), a batch of small ones, and transposed
+    // operands (a Linear's weight, and the weight gradient's X^T).
+    for (auto [a, b] : {std::pair{randn({768, 512}), randn({512, 1024})}, {randn({16, 4096}), randn({4096, 64})},
+                        {randn({64, 12, 24}), randn({64, 24, 24})}, {randn({600, 256}), randn({1024, 256}).t()},
+                        {randn({700, 300}).t(), randn({700, 512})}}) {
+      CAPTURE(a.shape());
+      CAPTURE(b.shape());
+      CHECK(same_bits_for_1_and_2_threads(a, b));
+    }
+  }
+}
+
+// Products of a few rows by a Linear-layout weight, X @ W^T with W [n, k] (ops/cpu/skinny_matmul.h):
+// decoding's, computed as dot products in a fixed order rather than by sgemm.
+TEST_CASE("float32 X @ W^T with few rows: within float32 summation error of float64") {
+  for (int64_t m : {1, 3, 5, 17})
+    for (int64_t n : {1, 5, 37})
+      for (int64_t k : {1, 15, 16, 33, 300}) {
+        Tensor x = randn({m, k}), w = randn({n, k});
+        Tensor got = matmul(x, w.t());
+        Tensor exact = matmul(to_dtype(x, f64), to_dtype(w, f64).t());
+        Tensor magnitude = matmul(abs(to_dtype(x, f64)), abs(to_dtype(w, f64)).t());
+        INFO("m ", m, " n ", n, " k ", k);
+        // Any summation order is within k units of rounding of the magnitudes' sum.
+        CHECK(worst_relative(got, exact, magnitude) <= static_cast<double>(k + 1) * 0x1p-24);
+      }
+}
+
+TEST_CASE("float32 X @ W^T with few rows, on AVX-512: a row's bits depend on neither the other rows nor the threads") {
+  if (!avx512_enabled()) return;  // the skinny kernel is AVX-512 code; elsewhere sgemm runs
+  Tensor x = randn({13, 70}), w = randn({300, 70});  // k = 70: four 16-lane steps and a padded one
+  const std::vector<float> all = matmul(x, w.t()).to_vector<float>();
+  for (int64_t row : {0, 6, 12}) {
+    const std::vector<float> alone = matmul(x.narrow(0, row, 1), w.t()).to_vector<float>();
+    CHECK(alone == std::vector<float>(all.begin() + row * 300, all.begin() + (row + 1) * 300));
+  }
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  CHECK(matmul(x, w.t()).to_vector<float>() == all);
+  omp_set_num_threads(threads);
+}
