@@ -65,6 +65,9 @@ expect 2 "--lr-factor: must be at least 0 and at most 1000000, got 1e30" "${trai
 expect 2 "--label-smoothing: must be a number, at least 0 and below 1; got 'nan'" "${train[@]}" --label-smoothing nan
 expect 2 "--vocab: must be a number, at least 5 and at most 16777216; got 'many'" "${train[@]}" --vocab many
 expect 2 "--warmup: must be at least 1, got 0" "${train[@]}" --warmup 0
+expect 2 "--preset: given 2 times; give it once" "${train[@]}" --preset small
+expect 2 "--d-ff: must be at least 1 and at most 65536, got 1048576" "${train[@]}" --d-ff 1048576
+expect 2 "--sample: must be at least 0 and at most 1000000, got -1" "$loom" explain softmax --sample -1
 expect 2 "--seed: must be a whole number from 0 to 18446744073709551615, got '-1'" "${train[@]}" --seed -1
 expect 2 "--seed: must be a whole number from 0 to 18446744073709551615, got '18446744073709551616'" \
   "${train[@]}" --seed 18446744073709551616
@@ -92,6 +95,8 @@ expect 1 "--expr: nested deeper than 200 levels" "$loom" graph --expr "$(printf 
 expect 1 "--expr: nested deeper than 200 levels" "$loom" graph --expr "$(printf -- '-%.0s' {1..120000})x" --out "$dir/g"
 expect 1 "--expr: nested deeper than 200 levels" "$loom" graph --expr "$(printf 'tanh(%.0s' {1..20000})x$(printf ')%.0s' {1..20000})" --out "$dir/g"
 expect 1 "--expr: more than 1000 operations" "$loom" graph --expr "x$(printf '+x%.0s' {1..3000})" --out "$dir/g"
+expect 1 "graph: too wide to lay out: its edges span 4950 ranks beyond their neighbours" \
+  "$loom" graph --expr "x$(printf '+x%.0s' {1..100})" --out "$dir/g"
 expect 1 "--shape z=...: the expression \"x+y\" has no variable 'z'" "$loom" graph --expr "x+y" --shape z=2 --out "$dir/g"
 expect 1 "bench ops: no case matches --filter 'nosuchcase' (\`loom bench ops --list\` lists them)" \
   "$loom" bench ops --filter nosuchcase
@@ -157,6 +162,8 @@ for bad in "max_len 4611686018427387904|max_len must be between 1 and 1048576, g
   expect 1 "TransformerConfig: ${bad#*|}" "$loom" translate --model "$dir/config" --input "$dir/val.de"
 done
 
+expect 1 "attention: --input is not valid UTF-8 text" "$loom" attention --model "$dir/run" --input $'\xff\xfe\x80' --out "$dir/attn"
+[[ -z $(ls "$dir" | grep '^attn') ]] || fail "a refused attention left pictures: $(ls "$dir" | grep '^attn')"
 # The vocabulary a checkpoint names: empty, or a path leaving the model folder, is refused by name.
 for vocabulary in "" "../../x/spm.model" "/etc/passwd"; do
   mkdir -p "$dir/vocabulary"

@@ -38,6 +38,11 @@ std::vector<std::string> labels(const models::Vocabulary& vocab, const std::vect
 
 void run_attention(const AttentionOptions& o) {
   use_threads(o.threads);
+  try {  // checked before any picture is drawn: the weights' JSON holds the input text
+    (void)nlohmann::json(o.input).dump();
+  } catch (const nlohmann::json::type_error&) {
+    fail("attention: --input is not valid UTF-8 text");
+  }
   ModelFolder folder = load_model_folder(o.model, "attention");
   models::Transformer& model = *folder.model;
   const int64_t layers = model.config().encoder_layers;

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "options.h"
 #include "loom/explain.h"
 
 namespace loom::tools {
@@ -15,7 +16,7 @@ void add_explain_command(CLI::App& app, int& exit_code) {
   auto full = std::make_shared<bool>(false);
   cmd->add_option("op", *name, "the op (see `loom gradcheck --list`)")->required();
   cmd->add_option("--sample", *sample, "which registered sample to run (default: the smallest)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(in_range(0, 1000000));
   cmd->add_flag("--full", *full, "print the whole Jacobians, not their top-left corner");
   cmd->callback([name, sample, full, &exit_code] {
     const OpInfo& op = op_or_error(*name);

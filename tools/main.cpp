@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <new>
+#include <regex>
 
 #include "commands.h"
 #include "stop_signals.h"
@@ -36,6 +37,15 @@ std::string missing_or_unknown_command(const CLI::App& app, int argc, char** arg
   return fmt::format("unknown command '{}' (the commands are {}; see `loom --help`)", name, names);
 }
 
+// CLI11's "--seed: At Most 1 required but received 2" in words a person would write.
+std::string plain_parse_error(const std::string& message) {
+  static const std::regex repeated(R"((\S+): At Most 1 required but received (\d+))");
+  std::smatch m;
+  if (std::regex_match(message, m, repeated))
+    return fmt::format("{}: given {} times; give it once", m[1].str(), m[2].str());
+  return message;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,7 +69,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return error(e.what(), 2);
+    return error(plain_parse_error(e.what()), 2);
   } catch (const loom::Error& e) {
     return error(e.what(), 1);
   } catch (const std::filesystem::filesystem_error& e) {

@@ -292,7 +292,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->check(in_range(5, models::TransformerConfig::kMaxVocab));
   cmd->add_option("--max-tokens", t.max_tokens,
                   "tokens per batch: sentences x longest side, so each side's padded tokens (source and target) "
-                  "stay within it")
+                  "stay within it; above --max-len (a batch holds a sentence)")
       ->capture_default_str()
       ->check(at_least(2));
   cmd->add_option("--accum", t.accum, "batches per update (gradient accumulation: --max-tokens x this per update)")
@@ -321,8 +321,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--positions", o->positions, "sinusoid (the paper's) or learned (Table 3, row E)")
       ->capture_default_str()
       ->check(CLI::IsMember({"sinusoid", "learned"}));
-  cmd->add_option("--d-model", o->d_model, "model width (default: the preset's)")->check(in_range(1, 65536));
-  cmd->add_option("--d-ff", o->d_ff, "feed-forward inner width (default: the preset's)")->check(in_range(1, 1 << 20));
+  constexpr auto kMaxWidth = static_cast<double>(models::TransformerConfig::kMaxWidth);  // the config's own bound
+  cmd->add_option("--d-model", o->d_model, "model width (default: the preset's)")->check(in_range(1, kMaxWidth));
+  cmd->add_option("--d-ff", o->d_ff, "feed-forward inner width (default: the preset's)")->check(in_range(1, kMaxWidth));
   cmd->add_option("--heads", o->heads, "attention heads, dividing --d-model (default: the preset's)")
       ->check(in_range(1, 1024));
   cmd->add_option("--layers", o->layers, "encoder and decoder layers each (default: the preset's)")
