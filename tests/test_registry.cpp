@@ -139,41 +139,68 @@ TEST_CASE("docs/adding-an-op.md: the op it adds, softplus, is registered and che
   }
 }
 
-TEST_CASE("docs/adding-an-op.md shows the real code: the op file whole, the other lines verbatim") {
+namespace {
+// The rows of the guide's table that starts with `header`: the files it names, in order.
+std::vector<std::string> table_files(const std::string& guide, const std::string& header) {
+  const size_t table = guide.find(header);
+  REQUIRE(table != std::string::npos);
+  const std::string rows = guide.substr(table, guide.find("\n\n", table) - table);
+  std::vector<std::string> files;
+  for (size_t at = rows.find("\n| `"); at != std::string::npos; at = rows.find("\n| `", at + 1))
+    files.push_back(rows.substr(at + 4, rows.find('`', at + 4) - at - 4));
+  return files;
+}
+}  // namespace
+
+TEST_CASE("docs/adding-an-op.md shows the real code: the op files whole, the other lines verbatim") {
   const std::string guide = read_text(LOOM_SOURCE_DIR "/docs/adding-an-op.md");
-  const std::string op_file = read_text(LOOM_SOURCE_DIR "/ops/src/softplus.cpp");
+  const std::vector<std::string> elementwise = {"ops/src/softplus.cpp", "ops/include/loom/kernels/functors.h",
+                                                "ops/cpu/elementwise.cpp", "cuda/src/elementwise_ops.h",
+                                                "ops/include/loom/ops/elementwise.h"};
+  const std::vector<std::string> fused = {"ops/src/bias_gelu.cpp",          "ops/include/loom/ops/kernel_signatures.h",
+                                          "ops/cpu/bias_gelu.cpp",          "cuda/src/bias_gelu.cu",
+                                          "cuda/src/bias_gelu_launch.h",    "cuda/src/bias_gelu.cpp",
+                                          "ops/include/loom/ops/fused.h"};
+  // The tables of the files each kind of op touches name exactly these.
+  CHECK(table_files(guide, "| file | what the op adds there |\n|---|---|\n| `ops/src/softplus") == elementwise);
+  CHECK(table_files(guide, "| file | what the op adds there |\n|---|---|\n| `ops/src/bias_gelu") == fused);
+  const std::string softplus_file = read_text(LOOM_SOURCE_DIR "/ops/src/softplus.cpp");
+  const std::string bias_gelu_file = read_text(LOOM_SOURCE_DIR "/ops/src/bias_gelu.cpp");
   std::string others;  // the files the smaller blocks come from
-  for (const char* path : {"/ops/include/loom/kernels/functors.h", "/ops/cpu/elementwise.cpp",
-                           "/cuda/src/elementwise_ops.h", "/ops/include/loom/ops/elementwise.h"})
-    others += read_text(std::string(LOOM_SOURCE_DIR) + path);
+  for (const auto& list : {elementwise, fused})
+    for (size_t i = 1; i < list.size(); ++i) others += read_text(std::string(LOOM_SOURCE_DIR) + "/" + list[i]);
   const std::string open = "```cpp\n";
-  size_t blocks = 0, op_file_blocks = 0;
+  size_t blocks = 0, whole_op_files = 0;
   for (size_t start = guide.find(open); start != std::string::npos; start = guide.find(open, start)) {
     start += open.size();
     size_t end = guide.find("```", start);
     REQUIRE(end != std::string::npos);
     const std::string block = guide.substr(start, end - start);
     ++blocks;
-    if (block == op_file) ++op_file_blocks;
+    if (block == softplus_file || block == bias_gelu_file) ++whole_op_files;
     else {
       INFO(block);
       CHECK(others.find(block) != std::string::npos);
     }
     start = end + 3;
   }
-  CHECK(blocks == 5);
-  CHECK(op_file_blocks == 1);
-  // The table of the files an elementwise op touches names exactly the files read above.
-  const size_t table = guide.find("| file | what the op adds there |");
-  REQUIRE(table != std::string::npos);
-  const std::string rows = guide.substr(table, guide.find("\n\n", table) - table);
-  size_t files = 0;
-  for (size_t at = rows.find("\n| `"); at != std::string::npos; at = rows.find("\n| `", at + 1)) ++files;
-  CHECK(files == 5);
-  for (const char* path : {"ops/src/softplus.cpp", "ops/include/loom/kernels/functors.h", "ops/cpu/elementwise.cpp",
-                           "cuda/src/elementwise_ops.h", "ops/include/loom/ops/elementwise.h"}) {
-    INFO(path);
-    CHECK(rows.find(std::string("| `") + path + "` |") != std::string::npos);
+  CHECK(blocks == 10);
+  CHECK(whole_op_files == 2);
+}
+
+TEST_CASE("docs/adding-an-op.md: the fused op it adds, bias_gelu, is registered, checked against its composition") {
+  const OpInfo* op = find_op("bias_gelu");
+  REQUIRE(op != nullptr);
+  REQUIRE(op->composed != nullptr);
+  std::set<std::string> checks;
+  for (const auto& r : check_op(*op)) {
+    INFO(describe(r));
+    CHECK(r.passed);
+    checks.insert(r.check);
+  }
+  for (const char* check : {"gradcheck", "gradgradcheck", "composed", "reference", "noncontiguous", "broadcast"}) {
+    INFO(check);
+    CHECK(checks.count(check) == 1);
   }
 }
 

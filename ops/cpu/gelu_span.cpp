@@ -21,17 +21,18 @@ inline void gelu_float_loop(float* out, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gelu_float(x[i]);
 }
 LOOM_TARGET_AVX512 void gelu_float_span_avx512(float* out, const float* x, int64_t n) { gelu_float_loop(out, x, n); }
-void gelu_float_span(float* out, const float* x, int64_t n) {
+}  // namespace
+
+void gelu_span(float* out, const float* x, int64_t n) {
   if (avx512_enabled()) gelu_float_span_avx512(out, x, n);
   else gelu_float_loop(out, x, n);
 }
-}  // namespace
 
 void gelu_contiguous(float* out, const float* x, int64_t n) {
   constexpr int64_t kChunk = 16384;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n >= kParallelGrain && !omp_in_parallel())
-  for (int64_t c = 0; c < chunks; ++c) gelu_float_span(out + c * kChunk, x + c * kChunk, std::min(kChunk, n - c * kChunk));
+  for (int64_t c = 0; c < chunks; ++c) gelu_span(out + c * kChunk, x + c * kChunk, std::min(kChunk, n - c * kChunk));
 }
 
 }  // namespace loom::kernels

@@ -75,6 +75,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // (PyTorch gives NaN). A target outside [0, V) is an Error naming it and V.
 Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, double smoothing = 0.0,
                                     int64_t ignore_index = -100, Where where = Where::current());
+// gelu(x + bias), bias [D] added along x's last dim [.., D], in one pass: a Linear's
+// bias and the activation after it (docs/adding-an-op.md builds it step by step).
+Tensor bias_gelu(const Tensor& x, const Tensor& bias, Where where = Where::current());
+
 // PyTorch's F.cross_entropy for class-index targets, with its reduction:
 //   loss_i = (1 - eps)·(-log p[target_i]) + eps·mean_v(-log p_v),  log p = log_softmax(logits)
 // 0 for rows whose target is ignore_index. mean: Σ loss_i / rows not ignored (the fused

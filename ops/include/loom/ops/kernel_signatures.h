@@ -71,6 +71,10 @@ using LayerNormKernel = void (*)(const Tensor& out, const Tensor& stats, const T
 using LayerNormBackwardKernel = void (*)(const Tensor& dx, const Tensor& params, const Tensor& x,
                                          const Tensor& weight, const Tensor& grad, const Tensor& stats, double eps);
 
+// out = f(x + bias): bias [D] added along the last dim of x [.., D], then the activation,
+// in one pass (bias_gelu: ops/cpu/bias_gelu.cpp); x and bias dense.
+using BiasActivationKernel = void (*)(const Tensor& out, const Tensor& x, const Tensor& bias);
+
 // Label-smoothed cross-entropy's attributes; `op` names the op in the kernel's
 // error (a target id neither in [0, V) nor ignore_index).
 struct CrossEntropyArgs {
