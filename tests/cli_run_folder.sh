@@ -50,6 +50,11 @@ kill -INT $pid; rc=0; wait $pid || rc=$?; pid=""
 # The lock went with its holder: the run continues.
 run 0 "resuming '$dir/busy'" "$loom" train --resume "$dir/busy" --max-steps 1000000 --epochs 1 --log-every 1000
 
+# Two runs on one corpus train byte-identical vocabularies (no temporary name inside),
+# so `loom average` takes their checkpoints together.
+cmp -s "$dir/done/spm.model" "$dir/busy/spm.model" || fail "two runs' vocabularies of one corpus differ"
+run 0 "averaged 2 checkpoints" "$loom" average --out "$dir/averaged" "$dir/done" "$dir/busy"
+
 # 2. A temporary left by a writer that died (a second SIGINT during a save) is removed on start-up.
 cp -r "$dir/done" "$dir/leftover"
 : > "$dir/leftover/training_state.safetensors.tmp.999999999"
