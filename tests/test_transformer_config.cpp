@@ -2,16 +2,10 @@
 // a size bound checked before building, Table 3's choices, old files.
 #include <doctest/doctest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <functional>
 #include <string>
 
 #include "loom/models.h"
 #include "loom/ops.h"
-#include "loom/optim.h"
 #include "helpers.h"
 
 using namespace loom;

@@ -68,12 +68,12 @@ void run_translate(const TranslateOptions& o) {
   // batch; and a batch's sentences finish at about the same step.
   // A blank line stays blank (as Marian and fairseq do): it is not decoded.
   std::vector<size_t> order;
-  for (size_t i = 0; i < lines.size(); ++i)
-    if (!models::is_blank(lines[i])) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   std::vector<std::string> translations(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i)
-    if (models::is_blank(lines[i]) && o.nbest == 0) translations[i] = "\n";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!models::is_blank(lines[i])) order.push_back(i);
+    else if (o.nbest == 0) translations[i] = "\n";
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   std::optional<KernelProfile> profile;
   if (o.profile) profile.emplace();
   const auto decode_start = std::chrono::steady_clock::now();

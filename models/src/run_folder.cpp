@@ -15,6 +15,7 @@
 #include <regex>
 
 #include "loom/error.h"
+#include "trainer_files.h"
 
 namespace loom::models {
 
@@ -68,9 +69,7 @@ std::vector<std::string> run_files(const std::string& folder) {
   std::error_code ec;
   for (const char* name : {"model.safetensors", "training_state.safetensors", "best", "average"})
     if (fs::exists(fs::path(folder) / name, ec)) found.push_back(name);
-  static const std::regex kept(R"(step-\d{8,}\.safetensors)");
-  for (const auto& entry : fs::directory_iterator(folder, ec))
-    if (std::regex_match(entry.path().filename().string(), kept)) found.push_back(entry.path().filename().string());
+  for (const auto& [step, path] : kept_checkpoints(folder)) found.push_back(path.filename().string());
   return found;
 }
 
