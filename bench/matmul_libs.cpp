@@ -14,7 +14,10 @@
 using namespace dnnl;
 using dt = memory::data_type;
 
-struct Shape { const char* name; int m, k, n; };
+struct Shape {
+  const char* name;
+  int m, k, n;
+};
 
 double seconds_per_call(auto&& fn) {
   fn();

@@ -16,7 +16,9 @@ const Tensor x = tensor({{1.0, -2.0, 3.0}, {0.5, 4.0, -1.0}}, f64);
 
 Tensor ids(const std::vector<int64_t>& values) { return from_vector(values, {int64_t(values.size())}); }
 
-bool same(const Tensor& a, const Tensor& b) { return a.shape() == b.shape() && a.to_vector<double>() == b.to_vector<double>(); }
+bool same(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.to_vector<double>() == b.to_vector<double>();
+}
 }  // namespace
 
 TEST_CASE("reductions take one dim as an integer, as free functions and as methods") {

@@ -121,11 +121,11 @@ TEST_CASE("NoGradGuard records nothing; detach cuts the graph but shares storage
 TEST_CASE("create_graph: second and third derivatives of x^3") {
   Tensor x = leaf({2.0, -1.0});
   Tensor y = pow(x, 3.0).sum();
-  auto g1 = grad({y}, {x}, {}, false, /*create_graph=*/true);   // 3x^2
+  auto g1 = grad({y}, {x}, {}, false, /*create_graph=*/true);  // 3x^2
   CHECK(values(g1[0]) == std::vector<double>{12, 3});
-  auto g2 = grad({g1[0].sum()}, {x}, {}, false, true);          // 6x
+  auto g2 = grad({g1[0].sum()}, {x}, {}, false, true);  // 6x
   CHECK(values(g2[0]) == std::vector<double>{12, -6});
-  auto g3 = grad({g2[0].sum()}, {x}, {}, false, false);         // 6
+  auto g3 = grad({g2[0].sum()}, {x}, {}, false, false);  // 6
   CHECK(values(g3[0]) == std::vector<double>{6, 6});
 }
 
@@ -175,7 +175,7 @@ TEST_CASE("hooks see the gradient and can replace it") {
   });
   x.register_hook([](const Tensor& g) { return g * 10.0; });  // replace on the leaf
   (h * h).sum().backward();
-  CHECK(seen == std::vector<double>{4, 8, 12});                 // 2h
+  CHECK(seen == std::vector<double>{4, 8, 12});                  // 2h
   CHECK(values(x.grad()) == std::vector<double>{80, 160, 240});  // 10 * 2 * 2h
   Tensor c = tensor({1.0}, f64);
   CHECK(error_of([&] { c.register_hook([](const Tensor& g) { return g; }); }).find("does not require grad") !=
@@ -286,9 +286,9 @@ TEST_CASE("graph pictures: the first NaN producer and all-zero gradients are hig
   Tensor loss;
   {
     GradientTraceGuard tracing(trace);
-    Tensor bad = log(x);              // log(-1) = NaN: the first producer
-    Tensor worse = exp(bad);          // NaN again, but not first
-    loss = (worse + relu(z)).sum();   // relu of negatives: zero gradient into z
+    Tensor bad = log(x);             // log(-1) = NaN: the first producer
+    Tensor worse = exp(bad);         // NaN again, but not first
+    loss = (worse + relu(z)).sum();  // relu of negatives: zero gradient into z
     loss.backward();
   }
   REQUIRE(trace.first_nan_forward != nullptr);
@@ -300,7 +300,7 @@ TEST_CASE("graph pictures: the first NaN producer and all-zero gradients are hig
   CHECK(dot.substr(line_start, marked - line_start).find("label=\"log") != std::string::npos);
   CHECK(dot.find("first NaN/Inf (forward)", marked + 1) == std::string::npos);  // one first producer
   CHECK(dot.find("fillcolor=red") != std::string::npos);
-  CHECK(dot.find("0 (all zero)") != std::string::npos);  // relu -> z
+  CHECK(dot.find("0 (all zero)") != std::string::npos);          // relu -> z
   CHECK(dot.find("NaN/Inf\", color=red") != std::string::npos);  // a NaN gradient edge
 }
 

@@ -28,9 +28,9 @@ TEST_CASE("every registered benchmark case runs once, forward and backward") {
   }
   // The cases `loom bench ops` had when they moved into the registrations.
   CHECK(labels.size() >= 37);
-  for (const char* label : {"matmul 1536x512 @ 512x8000", "bmm 512x24x64 @ (512x24x64)^T",
-                            "softmax 64x8x24x24 causal mask", "cross_entropy 1536x8000 ls=0.1 ignore",
-                            "embedding 8000x512 [64x24 ids]"}) {
+  for (const char* label :
+       {"matmul 1536x512 @ 512x8000", "bmm 512x24x64 @ (512x24x64)^T", "softmax 64x8x24x24 causal mask",
+        "cross_entropy 1536x8000 ls=0.1 ignore", "embedding 8000x512 [64x24 ids]"}) {
     INFO(label);
     CHECK(labels.count(label) == 1);
   }
@@ -53,9 +53,9 @@ TEST_CASE("negative control: a benchmark case that does not fit its op fails") {
   BenchRun mismatched = prepare_bench(*add, {.label = "add 3 + 4", .inputs = {{{3}}, {{4}}}});
   CHECK_THROWS_AS(mismatched.forward(), Error);
   // A call that cuts the graph: the timed backward cannot reach the leaf.
-  BenchRun detached = prepare_bench(*find_op("relu"), {.label = "relu detached",
-                                                        .inputs = {{{4}}},
-                                                        .call = [](const OpArgs& x) { return relu(x[0].detach()); }});
+  BenchRun detached = prepare_bench(
+      *find_op("relu"),
+      {.label = "relu detached", .inputs = {{{4}}}, .call = [](const OpArgs& x) { return relu(x[0].detach()); }});
   CHECK_NOTHROW(detached.forward());
   CHECK_THROWS_AS(detached.backward(), Error);
   CHECK_THROWS_AS(prepare_bench(*add, {.label = "ids without a range", .inputs = {{{3}, DType::i64}}}), Error);

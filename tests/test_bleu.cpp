@@ -31,9 +31,12 @@ const std::vector<std::string> kRef1 = {"The cat is sitting on the mat.",
                                         "Nothing here.",
                                         "Hello, world. This is 3.14 and 1,000-fine!",
                                         "y"};
-const std::vector<std::string> kRef2 = {"A cat sat on a mat.",        "He paid 3000 dollars for 12-15 items.",
-                                        "She said hello and left quickly.", "Ein Mann läuft auf der Straße.",
-                                        "Empty.",                     "Hello world, this is pi.",
+const std::vector<std::string> kRef2 = {"A cat sat on a mat.",
+                                        "He paid 3000 dollars for 12-15 items.",
+                                        "She said hello and left quickly.",
+                                        "Ein Mann läuft auf der Straße.",
+                                        "Empty.",
+                                        "Hello world, this is pi.",
                                         "x y"};
 }  // namespace
 
@@ -44,7 +47,8 @@ TEST_CASE("tokenize_13a matches sacreBLEU's Tokenizer13a") {
       {"Ein Mann läuft über die Straße.", "Ein Mann läuft über die Straße ."},
       {"", ""},
       {"Hello,world.This is 3.14 and 1,000 - fine!", "Hello , world . This is 3.14 and 1,000 - fine !"},
-      {"He paid $3,000.50 for 12 - 15 items, e.g., apples.", "He paid $ 3,000.50 for 12 - 15 items , e . g . , apples ."},
+      {"He paid $3,000.50 for 12 - 15 items, e.g., apples.",
+       "He paid $ 3,000.50 for 12 - 15 items , e . g . , apples ."},
       {"a-b 3-4 x.y 3.y x.3 \"q\" {b} [c] 'd' ~e~ ^f `g` @h #i %j",
        "a-b 3 - 4 x . y 3 . y x . 3 \" q \" { b } [ c ] 'd' ~ e ~ ^ f ` g ` @ h # i % j"},
       {"tab\there  and\xc2\xa0nbsp", "tab here and nbsp"},  // U+00A0 splits, as in Python's str.split()
@@ -75,6 +79,7 @@ TEST_CASE("corpus_bleu matches sacreBLEU: one and two references, zero matches, 
   CHECK(clipped.correct == std::array<int64_t, 4>{2, 0, 0, 0});
   CHECK(clipped.total == std::array<int64_t, 4>{5, 3, 2, 1});
 
-  CHECK(error_of([] { corpus_bleu({"a", "b"}, {{"a"}}); }) ==
-        "corpus_bleu: reference set 0 has 1 sentences but there are 2 hypotheses");
+  CHECK(error_of([] {
+          corpus_bleu({"a", "b"}, {{"a"}});
+        }) == "corpus_bleu: reference set 0 has 1 sentences but there are 2 hypotheses");
 }

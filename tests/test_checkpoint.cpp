@@ -36,9 +36,7 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("loom_test_" + name)).string();
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 std::string header_bytes(const std::string& json) {
   std::string s(8, '\0');
@@ -128,8 +126,9 @@ TEST_CASE("corrupt files: each error names the file and what is wrong") {
   write_bytes(path, header_bytes(R"({"a":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}})") + "x");
   CHECK(load_error().find("tensor 'a': unsupported dtype \"F8_E4M3\"") != std::string::npos);
 
-  CHECK(error_of([] { load_safetensors("/nonexistent/dir/x.safetensors"); })
-            .find("load_safetensors: cannot open '/nonexistent/dir/x.safetensors'") != std::string::npos);
+  CHECK(error_of([] {
+          load_safetensors("/nonexistent/dir/x.safetensors");
+        }).find("load_safetensors: cannot open '/nonexistent/dir/x.safetensors'") != std::string::npos);
   std::remove(path.c_str());
 }
 
@@ -138,17 +137,23 @@ TEST_CASE("a checkpoint that does not fit the model: named error, and the model 
   Tiny model(3);
   const auto before = model.proj.weight.to_vector<float>();
 
-  save_safetensors(path, {{"proj.weight", zeros({3, 2})}, {"proj.bias", zeros({4})}, {"norm.weight", zeros({3})},
+  save_safetensors(path, {{"proj.weight", zeros({3, 2})},
+                          {"proj.bias", zeros({4})},
+                          {"norm.weight", zeros({3})},
                           {"norm.bias", zeros({3})}});
   CHECK(error_of([&] { load(model, path); }) ==
         "load '" + path + "': tensor 'proj.bias' is float32 [4] in the checkpoint but float32 [3] in the model");
   CHECK(model.proj.weight.to_vector<float>() == before);  // proj.weight came first in the file, but nothing was copied
 
   save_safetensors(path, {{"proj.weight", zeros({3, 2})}, {"proj.bias", zeros({3})}, {"norm.weight", zeros({3})}});
-  CHECK(error_of([&] { load(model, path); }) == "load '" + path + "': the checkpoint has no tensor 'norm.bias' (shape [3])");
+  CHECK(error_of([&] { load(model, path); }) ==
+        "load '" + path + "': the checkpoint has no tensor 'norm.bias' (shape [3])");
 
-  save_safetensors(path, {{"proj.weight", zeros({3, 2})}, {"proj.bias", zeros({3})}, {"norm.weight", zeros({3})},
-                          {"norm.bias", zeros({3})}, {"extra", zeros({1})}});
+  save_safetensors(path, {{"proj.weight", zeros({3, 2})},
+                          {"proj.bias", zeros({3})},
+                          {"norm.weight", zeros({3})},
+                          {"norm.bias", zeros({3})},
+                          {"extra", zeros({1})}});
   CHECK(error_of([&] { load(model, path); }) ==
         "load '" + path + "': the checkpoint's tensor 'extra' (shape [1]) is not a parameter of the model");
   CHECK(model.proj.weight.to_vector<float>() == before);
@@ -163,17 +168,20 @@ TEST_CASE("average_checkpoints: the float64 mean of three files, in order; share
   const std::string config = R"({"d_model": 4})";
   // 0.1f + 0.2f + 0.3f summed in float32 rounds differently from float64: the
   // expected value is the float64 mean rounded once.
-  save_safetensors(a, {{"w", from_vector<float>({1, 2, 0.1f, -4}, {2, 2})},
-                       {"d", from_vector<double>({1.0}, {1}, {DType::f64})},
-                       {"n", from_vector<int64_t>({7}, {1}, {DType::i64})}},
+  save_safetensors(a,
+                   {{"w", from_vector<float>({1, 2, 0.1f, -4}, {2, 2})},
+                    {"d", from_vector<double>({1.0}, {1}, {DType::f64})},
+                    {"n", from_vector<int64_t>({7}, {1}, {DType::i64})}},
                    {{"config", config}, {"step", "100"}});
-  save_safetensors(b, {{"w", from_vector<float>({2, 3, 0.2f, -5}, {2, 2})},
-                       {"d", from_vector<double>({2.0}, {1}, {DType::f64})},
-                       {"n", from_vector<int64_t>({7}, {1}, {DType::i64})}},
+  save_safetensors(b,
+                   {{"w", from_vector<float>({2, 3, 0.2f, -5}, {2, 2})},
+                    {"d", from_vector<double>({2.0}, {1}, {DType::f64})},
+                    {"n", from_vector<int64_t>({7}, {1}, {DType::i64})}},
                    {{"config", config}, {"step", "200"}});
-  save_safetensors(c, {{"n", from_vector<int64_t>({7}, {1}, {DType::i64})},  // another order: matched by name
-                       {"d", from_vector<double>({4.0}, {1}, {DType::f64})},
-                       {"w", from_vector<float>({6, 7, 0.3f, -6}, {2, 2})}},
+  save_safetensors(c,
+                   {{"n", from_vector<int64_t>({7}, {1}, {DType::i64})},  // another order: matched by name
+                    {"d", from_vector<double>({4.0}, {1}, {DType::f64})},
+                    {"w", from_vector<float>({6, 7, 0.3f, -6}, {2, 2})}},
                    {{"config", config}, {"step", "300"}});
   Metadata meta = average_checkpoints({a, b, c}, out);
   TensorFile file = load_safetensors(out);
@@ -225,8 +233,8 @@ TEST_CASE("average_checkpoints: mismatches are errors naming the file and the te
   save_safetensors(b, {{"x", zeros({2})}, {"y", zeros({3})}, {"z", zeros({1})}}, meta);
   CHECK(average_error() == "average: '" + b + "' has a tensor 'z' that '" + a + "' lacks");
   save_safetensors(b, {{"x", zeros({2})}, {"y", zeros({3})}}, {{"config", R"({"d_model": 8, "heads": 2})"}});
-  CHECK(average_error() == "average: '" + b + "' has another 'config' than '" + a +
-                               "': field 'd_model' is 8 here but 4 in '" + a + "'");
+  CHECK(average_error() ==
+        "average: '" + b + "' has another 'config' than '" + a + "': field 'd_model' is 8 here but 4 in '" + a + "'");
   save_safetensors(b, {{"x", zeros({2})}, {"y", zeros({3})}});
   CHECK(average_error() == "average: '" + b + "' lacks metadata 'config' but '" + a + "' has it");
   CHECK(error_of([&] { average_checkpoints({a}, out); }) == "average: needs at least two checkpoints, got 1");

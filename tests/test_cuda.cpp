@@ -63,7 +63,8 @@ TEST_CASE("strided_offsets walks a view the way the CPU's strided_offset does") 
 
 TEST_CASE("walk_offset and the dropout block layout") {
   const int64_t sizes[3] = {2, 3, 4}, strides[3] = {1, 8, 2};
-  for (int64_t i = 0; i < 24; ++i) CHECK(cuda::walk_offset(i, 3, sizes, strides) == strided_offset(i, {2, 3, 4}, {1, 8, 2}));
+  for (int64_t i = 0; i < 24; ++i)
+    CHECK(cuda::walk_offset(i, 3, sizes, strides) == strided_offset(i, {2, 3, 4}, {1, 8, 2}));
   // Element i of a random tensor draws word i % 4 of Philox block i / 4 on every device.
   CHECK(cuda::philox_block_of(0) == 0);
   CHECK(cuda::philox_block_of(3) == 0);
@@ -101,10 +102,10 @@ TEST_CASE("a CUDA build registers the cuda backend and kernels for the training 
     CHECK(ops.count(op) == 1);
   }
   // The ops of a Transformer training step, float32 and float64.
-  for (const char* op : {"add", "copy", "sum", "matmul", "softmax", "softmax_backward", "log_softmax",
-                         "log_softmax_backward", "layer_norm", "layer_norm_backward", "dropout", "dropout_backward",
-                         "label_smoothed_cross_entropy", "label_smoothed_cross_entropy_backward", "embedding",
-                         "embedding_backward", "adam_step_", "any_non_finite"}) {
+  for (const char* op :
+       {"add", "copy", "sum", "matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
+        "layer_norm", "layer_norm_backward", "dropout", "dropout_backward", "label_smoothed_cross_entropy",
+        "label_smoothed_cross_entropy_backward", "embedding", "embedding_backward", "adam_step_", "any_non_finite"}) {
     for (DType t : {f32, f64}) {
       INFO(op, " ", dtype_name(t));
       CHECK(supports(op, Device::cuda(0), t));
@@ -198,7 +199,9 @@ TEST_CASE("the cuda kernel table covers every CPU kernel but the named gaps") {
   for (const std::string& m : missing) MESSAGE("no cuda kernel: ", m);
   CHECK(missing == gaps);
   // One line for the CI log (scripts/test): the two tables side by side.
-  std::printf("cuda kernel table: %zu (op, dtype) kernels for %zu ops; cpu: %zu for %zu ops; cpu kernels without a cuda twin: %zu\n",
-              cuda_kernels, cuda_ops.size(), cpu_kernels, cpu_ops.size(), missing.size());
+  std::printf(
+      "cuda kernel table: %zu (op, dtype) kernels for %zu ops; cpu: %zu for %zu ops; cpu kernels without a cuda twin: "
+      "%zu\n",
+      cuda_kernels, cuda_ops.size(), cpu_kernels, cpu_ops.size(), missing.size());
 }
 #endif

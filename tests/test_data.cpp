@@ -33,8 +33,9 @@ TEST_CASE("read_lines: plain and gzip text, CRLF endings, a missing last newline
   CHECK(read_lines(packed) == std::vector<std::string>{"a b c", "d e"});
   CHECK(error_of([&] { read_parallel(plain, packed); }) ==
         "read_parallel: '" + plain + "' has 4 lines but '" + packed + "' has 2: the sides are not aligned");
-  CHECK(error_of([] { read_lines("/nonexistent/corpus.de.gz"); }).find("read_lines: cannot open '/nonexistent/corpus.de.gz'") !=
-        std::string::npos);
+  CHECK(error_of([] {
+          read_lines("/nonexistent/corpus.de.gz");
+        }).find("read_lines: cannot open '/nonexistent/corpus.de.gz'") != std::string::npos);
   // A gzip stream cut in half.
   std::string bytes;
   {
@@ -67,8 +68,9 @@ TEST_CASE("Vocabulary: trained here, special ids fixed, encode/decode round trip
     CHECK(vocab.decode(ids) == s);
   }
   CHECK(error_of([&] { vocab.decode({30}); }) == "Vocabulary: id 30 is out of range for a vocabulary of 30");
-  CHECK(error_of([] { Vocabulary missing("/nonexistent/spm.model"); }).find("Vocabulary: cannot load the SentencePiece model '/nonexistent/spm.model'") !=
-        std::string::npos);
+  CHECK(error_of([] {
+          Vocabulary missing("/nonexistent/spm.model");
+        }).find("Vocabulary: cannot load the SentencePiece model '/nonexistent/spm.model'") != std::string::npos);
   std::remove((prefix + ".model").c_str());
   std::remove((prefix + ".vocab").c_str());
 }

@@ -57,7 +57,8 @@ size_t check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos,
       for (int64_t b = 0; b < batch; ++b) sentence.insert(sentence.end(), {b, b});
       Tensor cached = model.decode_step(state, ids(last, 2 * batch).reshape({2 * batch}));
       Tensor index = ids(sentence, 2 * batch).reshape({2 * batch});
-      Transformer::Encoded rows_encoded{index_select(encoded.memory, 0, index), index_select(encoded.src_mask, 0, index)};
+      Transformer::Encoded rows_encoded{index_select(encoded.memory, 0, index),
+                                        index_select(encoded.src_mask, 0, index)};
       Tensor full = model.decode(rows_encoded, ids(flat, 2 * batch)).select(1, step);
       CHECK(max_abs_diff(cached, full) < 1e-4);
       // Swap each sentence's two rows, and extend them by different tokens.
@@ -74,7 +75,8 @@ size_t check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos,
   }
   for (int64_t max_len : {3, 12, 40}) {  // 40: the self-attention cache grows past its first 16 positions
     CAPTURE(max_len);
-    Tensor fast = greedy_decode(model, src, bos, eos, max_len), slow = greedy_decode_reference(model, src, bos, eos, max_len);
+    Tensor fast = greedy_decode(model, src, bos, eos, max_len),
+           slow = greedy_decode_reference(model, src, bos, eos, max_len);
     CHECK(fast.shape() == slow.shape());
     CHECK(fast.to_vector<int64_t>() == slow.to_vector<int64_t>());
     for (BeamOptions o : {BeamOptions{.beam = 1, .length_penalty = 0.0, .max_len = max_len},
@@ -119,9 +121,11 @@ TEST_CASE("a tiny Transformer learns to copy sentences (Adam + Noam, label smoot
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t n = 3 + static_cast<int64_t>(r[b * (len + 1)] * (len - 2));
       std::vector<int64_t> sentence;
-      for (int64_t i = 0; i < n; ++i) sentence.push_back(3 + static_cast<int64_t>(r[b * (len + 1) + 1 + i] * (vocab - 3)));
+      for (int64_t i = 0; i < n; ++i)
+        sentence.push_back(3 + static_cast<int64_t>(r[b * (len + 1) + 1 + i] * (vocab - 3)));
       for (int64_t i = 0; i <= len; ++i) s.push_back(i < n ? sentence[i] : i == n ? eos : pad);
-      for (int64_t i = 0; i <= len; ++i) ti.push_back(i == 0 ? bos : i - 1 < n ? sentence[i - 1] : i - 1 == n ? eos : pad);
+      for (int64_t i = 0; i <= len; ++i)
+        ti.push_back(i == 0 ? bos : i - 1 < n ? sentence[i - 1] : i - 1 == n ? eos : pad);
       for (int64_t i = 0; i <= len; ++i) to.push_back(i < n ? sentence[i] : i == n ? eos : pad);
     }
     src = ids(s, batch);
@@ -171,7 +175,8 @@ TEST_CASE("a tiny Transformer learns to copy sentences (Adam + Noam, label smoot
       greedy_tokens.push_back(got[b * width + i]);
       if (got[b * width + i] == eos) break;
     }
-    if (greedy_tokens.back() != eos && static_cast<int64_t>(greedy_tokens.size()) == len + 1) greedy_tokens.back() = eos;
+    if (greedy_tokens.back() != eos && static_cast<int64_t>(greedy_tokens.size()) == len + 1)
+      greedy_tokens.back() = eos;
     CHECK(one[b].tokens == greedy_tokens);
     std::vector<int64_t> wanted;
     for (int64_t i = 0; i <= len; ++i) {
@@ -199,7 +204,8 @@ TEST_CASE("the cached decoders give the reference decoders' tokens on untrained 
     auto r = rand({6, 8}, {DType::f64}, data).to_vector<double>();
     std::vector<int64_t> s;
     for (int64_t b = 0; b < 6; ++b)
-      for (int64_t i = 0; i < 8; ++i) s.push_back(i < 2 + b ? 3 + static_cast<int64_t>(r[b * 8 + i] * 8) : i == 2 + b ? 2 : 0);
+      for (int64_t i = 0; i < 8; ++i)
+        s.push_back(i < 2 + b ? 3 + static_cast<int64_t>(r[b * 8 + i] * 8) : i == 2 + b ? 2 : 0);
     CHECK(check_cached_decoding(model, ids(s, 6), 1, 2) > 16);  // past the cache's first capacity
   }
 }
@@ -215,9 +221,12 @@ TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
     for (const auto& p : step.prefixes) {
       std::vector<double> probs(V, 0.0);
       const int64_t last = p.back();
-      if (last == bos) probs[A] = 0.6, probs[B] = 0.4;
-      else if (last == A) probs[A] = probs[B] = probs[eos] = 1.0 / 3;
-      else probs[eos] = 0.9, probs[A] = probs[B] = 0.05;
+      if (last == bos)
+        probs[A] = 0.6, probs[B] = 0.4;
+      else if (last == A)
+        probs[A] = probs[B] = probs[eos] = 1.0 / 3;
+      else
+        probs[eos] = 0.9, probs[A] = probs[B] = 0.05;
       for (double q : probs) out.push_back(static_cast<float>(std::log(q)));
     }
     return out;

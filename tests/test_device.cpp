@@ -52,7 +52,8 @@ Run train_tiny(Device device) {
     };
     Tensor src = draw(), tgt_in = draw(), tgt_out = draw();
     Tensor logits = model(src, tgt_in);
-    Tensor loss = label_smoothed_cross_entropy(logits.reshape({batch * len, vocab}), tgt_out.reshape({batch * len}), 0.1);
+    Tensor loss =
+        label_smoothed_cross_entropy(logits.reshape({batch * len, vocab}), tgt_out.reshape({batch * len}), 0.1);
     adam.zero_grad();
     loss.backward();
     optim::clip_grad_norm(model.parameters(), 1.0);
@@ -136,16 +137,18 @@ TEST_CASE("gradcheck perturbs inputs on their own device") {
   enable_standin_device();
   Tensor x = from_vector<double>({0.5, -1.2, 2.0}, {3}, {f64, kStandin});
   x.requires_grad_();
-  CheckResult r = gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(in[0] * in[0])}; }, {x});
+  CheckResult r =
+      gradcheck([](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(in[0] * in[0])}; }, {x});
   INFO(r.message);
   CHECK(r.passed);
   CHECK(r.max_abs_error < 1e-8);
   // And it can fail there: a wrong derivative is caught.
   auto wrong = [](const std::vector<Tensor>& in) {
     Tensor out = mul(in[0].detach(), in[0].detach());
-    return std::vector<Tensor>{record("wrong_square", {in[0]}, out, [](BackwardContext&, const Tensor& g) -> std::vector<Tensor> {
-      return {g};  // should be 2 x g
-    })};
+    return std::vector<Tensor>{
+        record("wrong_square", {in[0]}, out, [](BackwardContext&, const Tensor& g) -> std::vector<Tensor> {
+          return {g};  // should be 2 x g
+        })};
   };
   CHECK_FALSE(gradcheck(wrong, {x}).passed);
 }

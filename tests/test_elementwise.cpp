@@ -93,9 +93,8 @@ TEST_CASE("gelu (exact erf form) values and gradient") {
 // forms differ by up to ~2e-4 on these points, far above check_values' tolerance.
 TEST_CASE("gelu tanh approximation: values and gradient as PyTorch's approximate='tanh'") {
   auto x = from_vector(kX, {7}, {f64});
-  check_values(gelu(x, GeluApproximate::tanh),
-               {-0.015084266089998577, -0.15880800939172324, -0.100324649298315, 0.0, 0.34571400982514394,
-                0.8411919906082768, 2.996362607918227});
+  check_values(gelu(x, GeluApproximate::tanh), {-0.015084266089998577, -0.15880800939172324, -0.100324649298315, 0.0,
+                                                0.34571400982514394, 0.8411919906082768, 2.996362607918227});
   CHECK(amax(abs(sub(gelu(x, GeluApproximate::tanh), gelu(x)))).item<double>() > 4e-4);
   CHECK(amax(abs(sub(gelu(x, GeluApproximate::none), gelu(x)))).item<double>() == 0.0);
   x.requires_grad_();
@@ -129,8 +128,10 @@ TEST_CASE("gelu float32: vector Phi within 1e-6 relative of double erfc over [-1
     double cdf = 0.5 * std::erfc(-xd / std::sqrt(2.0));
     double pdf = std::exp(-0.5 * xd * xd) / std::sqrt(2.0 * M_PI);
     double g = xd * cdf, dg = cdf + xd * pdf;
-    if (g != 0) worst = std::max(worst, std::abs(yv[i] - g) / std::abs(g));
-    else CHECK(yv[i] == 0.0f);
+    if (g != 0)
+      worst = std::max(worst, std::abs(yv[i] - g) / std::abs(g));
+    else
+      CHECK(yv[i] == 0.0f);
     worst_d = std::max(worst_d, std::abs(dv[i] - dg) / (cdf + std::abs(xd * pdf)));
   }
   MESSAGE("gelu max relative error " << worst << ", gelu' " << worst_d);
@@ -237,7 +238,9 @@ TEST_CASE("errors name the op and both shapes (shape mismatch) or both dtypes (d
            {"ge", [&] { return ge(a, b); }},
            {"gelu_backward", [&] { return gelu_backward(a, b); }},
            {"sigmoid_backward", [&] { return sigmoid_backward(a, b); }},
-           {"where", [&] { return where(zeros({2, 3}, {b8}), a, b); }}}) {
+           {"where", [&] {
+              return where(zeros({2, 3}, {b8}), a, b);
+            }}}) {
     INFO(name);
     std::string message = error_of(call);
     CHECK(contains(message, name + ":"));
@@ -246,10 +249,12 @@ TEST_CASE("errors name the op and both shapes (shape mismatch) or both dtypes (d
   }
 
   auto f32_tensor = zeros({3}, {f32});
-  for (auto [name, call] : std::vector<std::pair<std::string, std::function<Tensor()>>>{
-           {"maximum", [&] { return maximum(a, f32_tensor); }},
-           {"lt", [&] { return lt(a, f32_tensor); }},
-           {"where", [&] { return where(zeros({2, 3}, {b8}), a, f32_tensor); }}}) {
+  for (auto [name, call] :
+       std::vector<std::pair<std::string, std::function<Tensor()>>>{{"maximum", [&] { return maximum(a, f32_tensor); }},
+                                                                    {"lt", [&] { return lt(a, f32_tensor); }},
+                                                                    {"where", [&] {
+                                                                       return where(zeros({2, 3}, {b8}), a, f32_tensor);
+                                                                     }}}) {
     INFO(name);
     std::string message = error_of(call);
     CHECK(contains(message, name + ":"));

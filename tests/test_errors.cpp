@@ -17,7 +17,8 @@ TEST_CASE("shape errors name the op and both shapes") {
   CHECK_ERROR(zeros({2, 3}) * zeros({4}), "mul: shapes [2, 3] and [4] cannot be broadcast (dim 1 is 3 vs 4)");
   CHECK_ERROR(matmul(zeros({2, 3}), zeros({4, 5})),
               "matmul: shapes [2, 3] and [4, 5] are not aligned: a has 3 columns but b has 4 rows");
-  CHECK_ERROR(matmul(zeros({2, 2, 3}), zeros({3, 3, 1})), "matmul (batch dims): shapes [2] and [3] cannot be broadcast");
+  CHECK_ERROR(matmul(zeros({2, 2, 3}), zeros({3, 3, 1})),
+              "matmul (batch dims): shapes [2] and [3] cannot be broadcast");
   CHECK_ERROR(zeros({2, 3}).reshape({4}), "reshape: shape [4] is invalid for input of shape [2, 3] (6 elements)");
   CHECK_ERROR(zeros({2, 3}).expand({2, 4}), "expand: cannot expand shape [2, 3] to [2, 4]");
   CHECK_ERROR(zeros({2, 3}).permute({0}), "permute: 1 dims given for a tensor of shape [2, 3]");
@@ -42,7 +43,8 @@ TEST_CASE("sizes whose product overflows 64 bits are errors, not small buffers")
 }
 
 TEST_CASE("dtypes never mix silently") {
-  CHECK_ERROR(zeros({2}, {f32}) + zeros({2}, {f64}), "add: operands have different dtypes (float32 of shape [2] and float64 of shape [2])");
+  CHECK_ERROR(zeros({2}, {f32}) + zeros({2}, {f64}),
+              "add: operands have different dtypes (float32 of shape [2] and float64 of shape [2])");
   CHECK_ERROR(matmul(zeros({2, 2}, {i64}), zeros({2, 2}, {i64})), "matmul: expected float32 or float64, got int64");
   CHECK_ERROR(exp(zeros({2}, {i32})), "exp: expected a floating dtype (float32 or float64), got int32");
   CHECK_ERROR(zeros({2}, {i64}).requires_grad_(), "requires_grad_: only floating tensors can require gradients");
@@ -56,7 +58,8 @@ TEST_CASE("autograd misuse") {
   Tensor y = x * 2.0;
   CHECK_ERROR(y.requires_grad_(false), "requires_grad_: only leaf tensors can be marked; this one comes from mul");
   CHECK_ERROR(y.backward(), "gradient can be implicitly created only for scalar outputs");
-  CHECK_ERROR(y.backward(zeros({3}, {f64})), "grad: seed gradient [3] float64 cpu does not match output [2] float64 cpu");
+  CHECK_ERROR(y.backward(zeros({3}, {f64})),
+              "grad: seed gradient [3] float64 cpu does not match output [2] float64 cpu");
   CHECK_ERROR(y.set_grad(zeros({2}, {f32})), "set_grad: gradient [2] float32 does not match tensor [2] float64");
 }
 
@@ -92,8 +95,10 @@ TEST_CASE("mixing devices in one op is an error naming both devices") {
   Tensor elsewhere = on_cpu.to(Device::standin(0));
   CHECK(elsewhere.device() == Device::standin(0));
   CHECK(elsewhere.to(kCPU).to_vector<float>() == std::vector<float>(6, 1.0f));  // copies both ways
-  CHECK_ERROR(on_cpu + elsewhere, "add: operands are on different devices (cpu of shape [2, 3] and standin:0 of shape [2, 3])");
-  CHECK_ERROR(matmul(on_cpu, elsewhere.t()), "matmul: operands are on different devices (cpu of shape [2, 3] and standin:0 of shape [3, 2])");
+  CHECK_ERROR(on_cpu + elsewhere,
+              "add: operands are on different devices (cpu of shape [2, 3] and standin:0 of shape [2, 3])");
+  CHECK_ERROR(matmul(on_cpu, elsewhere.t()),
+              "matmul: operands are on different devices (cpu of shape [2, 3] and standin:0 of shape [3, 2])");
   CHECK_ERROR(copy_(on_cpu, elsewhere), "copy_: destination is on cpu and source on standin:0; use to_device");
   // Its memory is for kernels only: reading it from host code is refused.
   CHECK_ERROR(elsewhere.data<float>(), "memory of standin:0 touched outside a kernel");

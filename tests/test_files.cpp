@@ -47,7 +47,7 @@ TEST_CASE("an atomic file appears whole at commit, or not at all") {
     AtomicFile file(path);
     file.stream() << "new, half";
     CHECK(read_all(path) == "old\n");  // nothing shows before commit
-  }  // destroyed uncommitted: an error on the way
+  }                                    // destroyed uncommitted: an error on the way
   CHECK(read_all(path) == "old\n");
   CHECK(scratch.count() == 1);  // and its temporary is gone
   {
@@ -60,8 +60,9 @@ TEST_CASE("an atomic file appears whole at commit, or not at all") {
   fs::create_directories(scratch / "folder");
   CHECK(error_of([&] { write_file(scratch / "folder", "x"); }) ==
         "cannot write '" + (scratch / "folder") + "': it is a folder");
-  CHECK(error_of([&] { write_file(scratch / "nowhere/out.txt", "x"); })
-            .find("cannot write '" + (scratch / "nowhere/out.txt") + "': cannot create") == 0);
+  CHECK(error_of([&] {
+          write_file(scratch / "nowhere/out.txt", "x");
+        }).find("cannot write '" + (scratch / "nowhere/out.txt") + "': cannot create") == 0);
   CHECK(scratch.count() == 2);  // out.txt and folder: no temporaries
 }
 
@@ -77,15 +78,16 @@ TEST_CASE("SIGKILL at random points while saving checkpoints: the file on disk a
   // save takes far longer than in a Release build on a quiet one.
   const auto save_start = std::chrono::steady_clock::now();
   nn::save_safetensors(path, checkpoint(0), {{"version", "0"}});
-  const auto save_time = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                               save_start);
+  const auto save_time =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - save_start);
   int mid_write = 0, last_version = 0;
   const int trials = 40;
   for (int trial = 0; trial < trials; ++trial) {
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {  // saves new versions until killed (no OpenMP here: forked processes must not)
-      for (int64_t v = last_version + 1;; ++v) nn::save_safetensors(path, checkpoint(v), {{"version", std::to_string(v)}});
+      for (int64_t v = last_version + 1;; ++v)
+        nn::save_safetensors(path, checkpoint(v), {{"version", std::to_string(v)}});
     }
     // Kill times spread from half a save to four saves, in steps of half a save.
     std::this_thread::sleep_for(std::chrono::microseconds(500) + save_time * ((trial * 5) % 8 + 1) / 2);

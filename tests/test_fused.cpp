@@ -33,7 +33,9 @@ Tensor bool_tensor(const std::vector<bool>& values, const Shape& shape) {
   return m;
 }
 
-Tensor ids(const std::vector<int64_t>& values) { return from_vector(values, {static_cast<int64_t>(values.size())}, {DType::i64}); }
+Tensor ids(const std::vector<int64_t>& values) {
+  return from_vector(values, {static_cast<int64_t>(values.size())}, {DType::i64});
+}
 
 }  // namespace
 
@@ -44,9 +46,8 @@ TEST_CASE("softmax and log_softmax match PyTorch") {
   Tensor x = tensor({{1., 2., 3., 4.}, {-1., 0., 1., 2.5}}, f64);
   check_values(softmax(x), {0.03205860328008499, 0.08714431874203257, 0.23688281808991016, 0.6439142598879724,
                             0.022612775055033882, 0.061467895523130596, 0.16708706343414498, 0.7488322659876905});
-  check_values(log_softmax(x), {-3.4401896985611953, -2.4401896985611953, -1.4401896985611953,
-                                -0.44018969856119533, -3.7892402644857746, -2.7892402644857746,
-                                -1.7892402644857746, -0.2892402644857746});
+  check_values(log_softmax(x), {-3.4401896985611953, -2.4401896985611953, -1.4401896985611953, -0.44018969856119533,
+                                -3.7892402644857746, -2.7892402644857746, -1.7892402644857746, -0.2892402644857746});
   // Over dim 0 equals over the last dim of the transpose.
   check_values(softmax(x, 0), softmax(transpose(x, 0, 1)).transpose(0, 1).to_vector<double>(), 1e-15);
 }
@@ -58,8 +59,8 @@ TEST_CASE("layer_norm matches PyTorch") {
   Tensor x = tensor({{1., 2., 3., 4.}, {0.5, -1., 2., 0.}}, f64);
   Tensor w = tensor({1., 0.5, -1., 2.}, f64), b = tensor({0., 0.1, 0.2, -0.3}, f64);
   check_values(layer_norm(x, w, b, 1e-5),
-               {-1.341635419968927, -0.12360590332815455, -0.24721180665630887, 2.383270839937854,
-                0.11546956116884854, -0.5350825864286669, -1.301104295195031, -0.9928173670130911});
+               {-1.341635419968927, -0.12360590332815455, -0.24721180665630887, 2.383270839937854, 0.11546956116884854,
+                -0.5350825864286669, -1.301104295195031, -0.9928173670130911});
   // float32 agrees to float32 precision.
   check_values(layer_norm(x.to(f32), w.to(f32), b.to(f32)), layer_norm(x, w, b).to_vector<double>(), 1e-5);
 }
@@ -132,16 +133,16 @@ TEST_CASE("fully masked rows: softmax 0, log_softmax -inf, gradients 0, no NaN")
   CHECK(all_finite(second));
 
   // A mask of the wrong shape names both shapes.
-  CHECK_THROWS_WITH_AS(softmax(x, -1, bool_tensor({true, false}, {2})),
-                       doctest::Contains("cannot be broadcast"), Error);
+  CHECK_THROWS_WITH_AS(softmax(x, -1, bool_tensor({true, false}, {2})), doctest::Contains("cannot be broadcast"),
+                       Error);
 }
 
 TEST_CASE("attention exposes its weights and honours a causal mask") {
   Generator gen(3);
   Tensor q = randn({1, 2, 4, 3}, {f64}, gen), k = randn({1, 2, 4, 3}, {f64}, gen), v = randn({1, 2, 4, 5}, {f64}, gen);
-  Tensor mask = bool_tensor({false, true, true, true, false, false, true, true, false, false, false, true,
-                             false, false, false, false},
-                            {4, 4});
+  Tensor mask = bool_tensor(
+      {false, true, true, true, false, false, true, true, false, false, false, true, false, false, false, false},
+      {4, 4});
   Tensor weights;
   Tensor out = scaled_dot_product_attention(q, k, v, mask, 0.0, false, gen, &weights);
   CHECK(out.shape() == Shape{1, 2, 4, 5});
@@ -225,10 +226,8 @@ TEST_CASE("dropout: backward keeps exactly the forward's kept elements") {
 
 TEST_CASE("cross-entropy: out-of-range target names the id and V; all ignored gives 0") {
   Tensor logits = tensor({{1., 2., 0.5, 0.}, {0.1, -1., 2., 3.}}, f64);
-  CHECK_THROWS_WITH_AS(label_smoothed_cross_entropy(logits, ids({1, 7}), 0.1),
-                       doctest::Contains("target id 7"), Error);
-  CHECK_THROWS_WITH_AS(label_smoothed_cross_entropy(logits, ids({-3, 0}), 0.1), doctest::Contains("V = 4"),
-                       Error);
+  CHECK_THROWS_WITH_AS(label_smoothed_cross_entropy(logits, ids({1, 7}), 0.1), doctest::Contains("target id 7"), Error);
+  CHECK_THROWS_WITH_AS(label_smoothed_cross_entropy(logits, ids({-3, 0}), 0.1), doctest::Contains("V = 4"), Error);
   CHECK_THROWS_AS(label_smoothed_cross_entropy(logits, ids({0, 1, 2}), 0.1), Error);  // wrong target shape
 
   logits.requires_grad_();
@@ -283,8 +282,10 @@ TEST_CASE("float32 softmax / log_softmax / cross-entropy: every row length and m
           const double p = mx == -INFINITY ? 0.0 : std::exp(z[j] - mx) / total;
           const double log_p = mx == -INFINITY ? -INFINITY : (z[j] - mx) - std::log(total);
           CHECK(std::abs(y[r * n + j] - p) <= 1e-6 + 1e-5 * p);
-          if (std::isinf(log_p)) CHECK(ly[r * n + j] == -INFINITY);
-          else CHECK(std::abs(ly[r * n + j] - log_p) <= 1e-5 * std::max(1.0, std::abs(log_p)));
+          if (std::isinf(log_p))
+            CHECK(ly[r * n + j] == -INFINITY);
+          else
+            CHECK(std::abs(ly[r * n + j] - log_p) <= 1e-5 * std::max(1.0, std::abs(log_p)));
         }
       }
     }

@@ -48,7 +48,7 @@ StepResult training_step(int64_t d = 8) {
   Tensor target = from_vector<int64_t>(target_values, {batch * time}, {i64});
 
   Generator drop(5);
-  Tensor x = embedding(emb, ids);                       // [B, T, D]
+  Tensor x = embedding(emb, ids);  // [B, T, D]
   Tensor h = layer_norm(x, gamma, beta);
   auto heads = [&](const Tensor& w) {  // all tokens as one product, as a Linear multiplies them
     return matmul(h.reshape({batch * time, d}), w).reshape({batch, time, 2, d / 2}).permute({0, 2, 1, 3});
@@ -63,7 +63,6 @@ StepResult training_step(int64_t d = 8) {
   for (const Tensor& p : params) result.grads.push_back(p.grad().to_vector<float>());
   return result;
 }
-
 
 // One parameter's gradients: the largest |fast - reference| and the largest |reference|.
 std::pair<double, double> gradient_difference(const std::vector<float>& fast, const std::vector<float>& reference) {

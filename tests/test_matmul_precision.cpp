@@ -79,7 +79,8 @@ TEST_CASE("bf16 matmul precision: float32 products of bf16-rounded operands, flo
   // large ones (oneDNN's bf16 gemm, operands rounded per block) and one large one
   // (rounded once up front); the second operand broadcast over the batch and
   // transposed, as in a linear layer.
-  for (auto [sa, sb] : {std::pair{Shape{3, 130, 64}, Shape{20, 64}}, {Shape{2, 300, 128}, Shape{600, 128}},
+  for (auto [sa, sb] : {std::pair{Shape{3, 130, 64}, Shape{20, 64}},
+                        {Shape{2, 300, 128}, Shape{600, 128}},
                         {Shape{1, 600, 128}, Shape{500, 128}}}) {
     INFO("a: ", sa.size(), " dims, ", sa[sa.size() - 2], " rows");
     Tensor a = randn(sa);
@@ -112,9 +113,16 @@ TEST_CASE("float32 -> bfloat16 on the fast kernels (casts, bf16 matmul operands)
   // group holding one (or a NaN, an infinity, a tie) must still round as the scalar
   // rule does, and so must a tail shorter than 32.
   std::vector<float> values = randn({1000}).to_vector<float>();
-  const float specials[] = {std::ldexp(1.5f, -130), -std::ldexp(1.0f, -149), std::bit_cast<float>(0x007fffffu),
-                            std::nanf(""), -std::numeric_limits<float>::infinity(), 1.0f + std::ldexp(1.0f, -8),
-                            1.0f + 3 * std::ldexp(1.0f, -8), 3.4e38f, -0.0f, std::bit_cast<float>(0x7fa12345u)};
+  const float specials[] = {std::ldexp(1.5f, -130),
+                            -std::ldexp(1.0f, -149),
+                            std::bit_cast<float>(0x007fffffu),
+                            std::nanf(""),
+                            -std::numeric_limits<float>::infinity(),
+                            1.0f + std::ldexp(1.0f, -8),
+                            1.0f + 3 * std::ldexp(1.0f, -8),
+                            3.4e38f,
+                            -0.0f,
+                            std::bit_cast<float>(0x7fa12345u)};
   for (size_t i = 0; i < std::size(specials); ++i) values[i * 97] = values[999 - i] = specials[i];
   std::vector<float> rounded = to_dtype(from_vector(values, {1000}), bf16).to_vector<float>();
   int differ = 0;
@@ -130,8 +138,7 @@ TEST_CASE("bf16 matmul precision: a tiny product (under 2^17 multiply-adds, as a
   Tensor float32_reference = on_reference_kernels([&] { return matmul(a, bt); });
   MatmulPrecisionGuard precision(MatmulPrecision::bf16);
   CHECK(matmul(a, bt).to_vector<float>() == float32_result.to_vector<float>());
-  CHECK(on_reference_kernels([&] { return matmul(a, bt); }).to_vector<float>() ==
-        float32_reference.to_vector<float>());
+  CHECK(on_reference_kernels([&] { return matmul(a, bt); }).to_vector<float>() == float32_reference.to_vector<float>());
   // One more row (41 x 64 x 50 = 131,200) is past the line: bf16 where the CPU has it.
   Tensor a41 = randn({41, 64});
   Tensor bf16_result = matmul(a41, bt);
@@ -173,8 +180,10 @@ TEST_CASE("float32 and bf16-precision matmuls (oneDNN's gemms where it has them)
     // A large product, a long inner dimension with a small output (where a library
     // would split the sums across threads), a batch of small ones, and transposed
     // operands (a Linear's weight, and the weight gradient's X^T).
-    for (auto [a, b] : {std::pair{randn({768, 512}), randn({512, 1024})}, {randn({16, 4096}), randn({4096, 64})},
-                        {randn({64, 12, 24}), randn({64, 24, 24})}, {randn({600, 256}), randn({1024, 256}).t()},
+    for (auto [a, b] : {std::pair{randn({768, 512}), randn({512, 1024})},
+                        {randn({16, 4096}), randn({4096, 64})},
+                        {randn({64, 12, 24}), randn({64, 24, 24})},
+                        {randn({600, 256}), randn({1024, 256}).t()},
                         {randn({700, 300}).t(), randn({700, 512})}}) {
       CAPTURE(a.shape());
       CAPTURE(b.shape());
@@ -200,7 +209,7 @@ TEST_CASE("float32 X @ W^T with few rows: within float32 summation error of floa
 }
 
 TEST_CASE("float32 X @ W^T with few rows, on AVX-512: a row's bits depend on neither the other rows nor the threads") {
-  if (!avx512_enabled()) return;  // the skinny kernel is AVX-512 code; elsewhere sgemm runs
+  if (!avx512_enabled()) return;                     // the skinny kernel is AVX-512 code; elsewhere sgemm runs
   Tensor x = randn({13, 70}), w = randn({300, 70});  // k = 70: four 16-lane steps and a padded one
   const std::vector<float> all = matmul(x, w.t()).to_vector<float>();
   for (int64_t row : {0, 6, 12}) {

@@ -98,8 +98,9 @@ TEST_CASE("Linear: y = x W^T + b over any leading dims; a wrong width names both
     }
   // Xavier bound sqrt(6 / (3 + 2)).
   for (double w : wv) CHECK(std::abs(w) <= std::sqrt(6.0 / 5.0));
-  CHECK(error_of([&] { layer(randn({4, 4}, {f64}, gen)); }) ==
-        "Linear(3 -> 2): input of shape [4, 4] must end in 3 features");
+  CHECK(error_of([&] {
+          layer(randn({4, 4}, {f64}, gen));
+        }) == "Linear(3 -> 2): input of shape [4, 4] must end in 3 features");
 }
 
 TEST_CASE("Embedding: rows of the table; the padding row starts at zero and gets no gradient") {
@@ -119,8 +120,9 @@ TEST_CASE("Embedding: rows of the table; the padding row starts at zero and gets
     CHECK(g[2 * 4 + j] == 1.0);
     CHECK(g[1 * 4 + j] == 0.0);  // unused
   }
-  CHECK(error_of([&] { embed(from_vector<int64_t>({6}, {1}, {DType::i64})); })
-            .find("embedding: id 6 is out of range for a vocabulary of 6") != std::string::npos);
+  CHECK(error_of([&] {
+          embed(from_vector<int64_t>({6}, {1}, {DType::i64}));
+        }).find("embedding: id 6 is out of range for a vocabulary of 6") != std::string::npos);
 }
 
 TEST_CASE("LayerNorm: zero mean and unit variance per row before weight and bias") {
@@ -155,20 +157,24 @@ TEST_CASE("Dropout and PositionalEncoding: identity in eval; the paper's sinusoi
 
   PositionalEncoding pe(6, 0.0, 50, gen, {f64});
   auto t = pe.table().to_vector<double>();
-  CHECK(t[0] == 0.0);                                   // sin(0)
-  CHECK(t[1] == 1.0);                                   // cos(0)
-  CHECK(t[6 + 0] == doctest::Approx(std::sin(1.0)));   // pos 1, i 0
+  CHECK(t[0] == 0.0);                                 // sin(0)
+  CHECK(t[1] == 1.0);                                 // cos(0)
+  CHECK(t[6 + 0] == doctest::Approx(std::sin(1.0)));  // pos 1, i 0
   CHECK(t[6 + 1] == doctest::Approx(std::cos(1.0)));
   CHECK(t[7 * 6 + 2] == doctest::Approx(std::sin(7.0 / std::pow(10000.0, 2.0 / 6))));
   CHECK(t[7 * 6 + 5] == doctest::Approx(std::cos(7.0 / std::pow(10000.0, 4.0 / 6))));
   Tensor y = pe(zeros({2, 3, 6}, {f64}));
   auto yv = y.to_vector<double>();
   for (int j = 0; j < 18; ++j) CHECK(yv[18 + j] == t[j]);  // the same table for every sentence
-  CHECK(error_of([&] { pe(zeros({1, 51, 6}, {f64})); }) == "PositionalEncoding: positions 0 to 50 do not fit max_len 50");
+  CHECK(error_of([&] {
+          pe(zeros({1, 51, 6}, {f64}));
+        }) == "PositionalEncoding: positions 0 to 50 do not fit max_len 50");
   // Starting later (a decoder fed one token at a time) picks the later rows.
   auto later = pe(zeros({1, 2, 6}, {f64}), 7).to_vector<double>();
   for (int j = 0; j < 12; ++j) CHECK(later[j] == t[7 * 6 + j]);
-  CHECK(error_of([&] { pe(zeros({1, 2, 6}, {f64}), 49); }) == "PositionalEncoding: positions 49 to 50 do not fit max_len 50");
+  CHECK(error_of([&] {
+          pe(zeros({1, 2, 6}, {f64}), 49);
+        }) == "PositionalEncoding: positions 49 to 50 do not fit max_len 50");
 }
 
 TEST_CASE("MultiHeadAttention: causal mask hides the future; weights are rows of probabilities; gradcheck") {
@@ -189,7 +195,8 @@ TEST_CASE("MultiHeadAttention: causal mask hides the future; weights are rows of
   auto a = y.to_vector<double>(), b = attn(x2, x2, x2, mask).to_vector<double>();
   for (int64_t s = 0; s < 2; ++s)
     for (int64_t t = 0; t < 4; ++t)
-      for (int64_t d = 0; d < 8; ++d) CHECK(a[(s * 5 + t) * 8 + d] == doctest::Approx(b[(s * 5 + t) * 8 + d]).epsilon(1e-14));
+      for (int64_t d = 0; d < 8; ++d)
+        CHECK(a[(s * 5 + t) * 8 + d] == doctest::Approx(b[(s * 5 + t) * 8 + d]).epsilon(1e-14));
 
   Tensor w = attn.last_weights();
   CHECK(w.shape() == Shape{2, 2, 5, 5});
@@ -207,12 +214,14 @@ TEST_CASE("MultiHeadAttention: causal mask hides the future; weights are rows of
   // d output / d input (query = key = value) against central differences.
   Tensor small = randn({1, 3, 8}, {f64}, gen);
   small.requires_grad_();
-  CheckResult r = gradcheck([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{attn(in[0], in[0], in[0], causal_mask(3))}; },
-                            {small});
+  CheckResult r = gradcheck(
+      [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{attn(in[0], in[0], in[0], causal_mask(3))}; },
+      {small});
   CHECK_MESSAGE(r.passed, r.message);
 
   CHECK(error_of([&] { MultiHeadAttention bad(10, 3); }) ==
         "MultiHeadAttention: d_model 10 must be a positive multiple of the number of heads 3");
-  CHECK(error_of([&] { attn(x, randn({2, 5, 4}, {f64}, gen), x); }) ==
-        "MultiHeadAttention: key must be [batch, time, 8], got shape [2, 5, 4]");
+  CHECK(error_of([&] {
+          attn(x, randn({2, 5, 4}, {f64}, gen), x);
+        }) == "MultiHeadAttention: key must be [batch, time, 8], got shape [2, 5, 4]");
 }

@@ -83,7 +83,8 @@ TEST_CASE("Noam: linear warm-up, then 1/sqrt(step); the peak at step = warmup") 
   CHECK(adam.lr() == noam.rate(1));
   CHECK(noam.step() == noam.rate(2));
   CHECK(noam.current_step() == 2);
-  CHECK(error_of([&] { Noam bad(adam, 512, 0); }) == "Noam: d_model, warmup and factor must be positive, got 512, 0 and 1");
+  CHECK(error_of([&] { Noam bad(adam, 512, 0); }) ==
+        "Noam: d_model, warmup and factor must be positive, got 512, 0 and 1");
 }
 
 // Provenance: w = [3, -4], v = [12] (float64) with gradients w and v;

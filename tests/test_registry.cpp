@@ -40,9 +40,8 @@ bool all_passed(const std::vector<CheckResult>& results, const std::string& chec
 // y = x^2 with a hand-written backward, wrong in the ways the tests choose.
 Tensor square_with(const Tensor& x, std::function<Tensor(const Tensor& x, const Tensor& g)> backward) {
   Tensor out = mul(x.detach(), x.detach());
-  return record("square_under_test", {x}, out, [x, backward](BackwardContext&, const Tensor& g) -> std::vector<Tensor> {
-    return {backward(x, g)};
-  });
+  return record("square_under_test", {x}, out,
+                [x, backward](BackwardContext&, const Tensor& g) -> std::vector<Tensor> { return {backward(x, g)}; });
 }
 }  // namespace
 
@@ -64,11 +63,15 @@ TEST_CASE("every registered op passes its whole test matrix") {
       // No silent skips: a differentiable op runs gradcheck (and, unless it
       // says why not, gradgradcheck) on every one of its samples.
       if (op.differentiable) {
-        size_t gradchecks = std::count_if(results.begin(), results.end(), [](auto& r) { return r.check == "gradcheck"; });
+        size_t gradchecks =
+            std::count_if(results.begin(), results.end(), [](auto& r) { return r.check == "gradcheck"; });
         CHECK(gradchecks == op.samples.size());
-        size_t gradgrads = std::count_if(results.begin(), results.end(), [](auto& r) { return r.check == "gradgradcheck"; });
-        if (op.gradgrad) CHECK(gradgrads == op.samples.size());
-        else CHECK_MESSAGE(!op.note.empty(), op.name, " turns gradgradcheck off without saying why");
+        size_t gradgrads =
+            std::count_if(results.begin(), results.end(), [](auto& r) { return r.check == "gradgradcheck"; });
+        if (op.gradgrad)
+          CHECK(gradgrads == op.samples.size());
+        else
+          CHECK_MESSAGE(!op.note.empty(), op.name, " turns gradgradcheck off without saying why");
       }
       size_t device_rows = std::count_if(results.begin(), results.end(), [](auto& r) { return r.check == "device"; });
       CHECK(device_rows == devices * op.samples.size());
@@ -92,9 +95,9 @@ TEST_CASE("every LOOM_OP in ops/'s sources is registered, in any link (static in
 TEST_CASE("the ops of the foundation are all registered") {
   std::set<std::string> names;
   for (const auto& op : registered_ops()) names.insert(op.name);
-  for (const char* required : {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "relu", "pow", "sum", "mean",
-                               "matmul", "reshape", "view", "permute", "transpose", "slice", "narrow", "select",
-                               "expand", "squeeze", "unsqueeze", "clone"}) {
+  for (const char* required : {"add",       "sub",   "mul",    "div",    "neg",    "exp",     "log",       "tanh",
+                               "relu",      "pow",   "sum",    "mean",   "matmul", "reshape", "view",      "permute",
+                               "transpose", "slice", "narrow", "select", "expand", "squeeze", "unsqueeze", "clone"}) {
     INFO(required);
     CHECK(names.count(required) == 1);
   }
@@ -157,9 +160,9 @@ TEST_CASE("docs/adding-an-op.md shows the real code: the op files whole, the oth
   const std::vector<std::string> elementwise = {"ops/src/softplus.cpp", "ops/include/loom/kernels/functors.h",
                                                 "ops/cpu/elementwise.cpp", "cuda/src/elementwise_ops.h",
                                                 "ops/include/loom/ops/elementwise.h"};
-  const std::vector<std::string> fused = {"ops/src/bias_gelu.cpp",          "ops/include/loom/ops/kernel_signatures.h",
-                                          "ops/cpu/bias_gelu.cpp",          "cuda/src/bias_gelu.cu",
-                                          "cuda/src/bias_gelu_launch.h",    "cuda/src/bias_gelu.cpp",
+  const std::vector<std::string> fused = {"ops/src/bias_gelu.cpp",       "ops/include/loom/ops/kernel_signatures.h",
+                                          "ops/cpu/bias_gelu.cpp",       "cuda/src/bias_gelu.cu",
+                                          "cuda/src/bias_gelu_launch.h", "cuda/src/bias_gelu.cpp",
                                           "ops/include/loom/ops/fused.h"};
   // The tables of the files each kind of op touches name exactly these.
   CHECK(table_files(guide, "| file | what the op adds there |\n|---|---|\n| `ops/src/softplus") == elementwise);
@@ -177,7 +180,8 @@ TEST_CASE("docs/adding-an-op.md shows the real code: the op files whole, the oth
     REQUIRE(end != std::string::npos);
     const std::string block = guide.substr(start, end - start);
     ++blocks;
-    if (block == softplus_file || block == bias_gelu_file) ++whole_op_files;
+    if (block == softplus_file || block == bias_gelu_file)
+      ++whole_op_files;
     else {
       INFO(block);
       CHECK(others.find(block) != std::string::npos);
@@ -227,7 +231,9 @@ TEST_CASE("negative control: a wrong backward formula fails gradcheck") {
 
   OpInfo good = bad;
   good.name = "good_square";
-  good.call = [](const OpArgs& x) { return square_with(x[0], [](const Tensor& x, const Tensor& g) { return g * x * 2.0; }); };
+  good.call = [](const OpArgs& x) {
+    return square_with(x[0], [](const Tensor& x, const Tensor& g) { return g * x * 2.0; });
+  };
   for (const auto& r : check_op(good)) {
     INFO(describe(r));
     CHECK(r.passed);
@@ -238,9 +244,10 @@ TEST_CASE("negative control: a backward that is right but not differentiable fai
   // 2*g*x with x detached: first derivatives are right, second derivatives are lost.
   OpInfo frozen{
       .name = "frozen_square",
-      .call = [](const OpArgs& x) {
-        return square_with(x[0], [](const Tensor& x, const Tensor& g) { return g * x.detach() * 2.0; });
-      },
+      .call =
+          [](const OpArgs& x) {
+            return square_with(x[0], [](const Tensor& x, const Tensor& g) { return g * x.detach() * 2.0; });
+          },
       .samples = {unary_sample({3, 4})},
   };
   auto results = check_op(frozen);
@@ -252,10 +259,11 @@ TEST_CASE("negative control: a kernel that ignores strides fails the non-contigu
   // Reads storage in memory order, as if every input were contiguous.
   OpInfo naive{
       .name = "stride_blind_neg",
-      .call = [](const OpArgs& x) {
-        Tensor flat = Tensor::make_view(x[0], x[0].shape(), contiguous_strides(x[0].shape()), x[0].offset());
-        return neg(flat);
-      },
+      .call =
+          [](const OpArgs& x) {
+            Tensor flat = Tensor::make_view(x[0], x[0].shape(), contiguous_strides(x[0].shape()), x[0].offset());
+            return neg(flat);
+          },
       .samples = {unary_sample({3, 4})},
       .differentiable = false,
   };

@@ -21,9 +21,7 @@ using namespace loom;
 using loom::testing::error_of;
 
 namespace {
-Tensor x34() {
-  return tensor({{0.5, -1.25, 3.0, 2.0}, {4.0, 1.5, -2.0, 0.25}, {-0.75, 2.5, 2.25, 1.0}}, f64);
-}
+Tensor x34() { return tensor({{0.5, -1.25, 3.0, 2.0}, {4.0, 1.5, -2.0, 0.25}, {-0.75, 2.5, 2.25, 1.0}}, f64); }
 Tensor arange_f(int64_t n, const Shape& shape) { return reshape(to_dtype(arange(n), f64), shape) + 1.0; }
 void check_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
   auto v = t.to_vector<double>();
@@ -174,10 +172,19 @@ TEST_CASE("reductions and scatters give the same bits on 1 and 2 threads") {
   Tensor wide_ids = from_vector<int64_t>(std::vector<int64_t>(1536, 0), {1536}, {i64});
   for (int64_t i = 0; i < 1536; ++i) wide_ids.data<int64_t>()[i] = (i * 7919) % 1000;
   auto run = [&] {
-    return std::vector<Tensor>{sum(big), sum(big, {1}), amax(big), logsumexp(big), logsumexp(big, {1}),
-                               var(big), argmax(reshape(big, {-1}), 0), embedding_backward(rows, ids, 97),
-                               sum(act, {0}), sum(act, {1}), layer_norm_backward(act, lw, g),
-                               layer_norm_param_grads(act, g), embedding_backward(g, wide_ids, 1000, 3)};
+    return std::vector<Tensor>{sum(big),
+                               sum(big, {1}),
+                               amax(big),
+                               logsumexp(big),
+                               logsumexp(big, {1}),
+                               var(big),
+                               argmax(reshape(big, {-1}), 0),
+                               embedding_backward(rows, ids, 97),
+                               sum(act, {0}),
+                               sum(act, {1}),
+                               layer_norm_backward(act, lw, g),
+                               layer_norm_param_grads(act, g),
+                               embedding_backward(g, wide_ids, 1000, 3)};
   };
   int threads = omp_get_max_threads();
   omp_set_num_threads(1);

@@ -103,8 +103,7 @@ TEST_CASE("item and to_vector read through strides") {
 
 TEST_CASE("devices: CUDA tensors need a CUDA backend") {
   if (has_backend(DeviceType::cuda)) return;  // covered by the CUDA suite
-  CHECK_THROWS_WITH_AS(Tensor::empty({2}, {f32, Device::cuda(0)}),
-                       doctest::Contains("no backend for cuda"), Error);
+  CHECK_THROWS_WITH_AS(Tensor::empty({2}, {f32, Device::cuda(0)}), doctest::Contains("no backend for cuda"), Error);
 }
 
 TEST_CASE("from_vector without options takes the dtype from the element type") {

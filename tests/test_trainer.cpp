@@ -101,8 +101,8 @@ std::vector<std::vector<float>> parameters_of(Trainer& t) {
 TEST_CASE("a run stopped mid-epoch and resumed makes the same updates, bit for bit, at 1 and 2 threads") {
   const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
   TrainerOptions o = small_run();
-  o.accum = 2;          // the position in the data counts batches, not updates
-  o.max_steps = 16;     // 14 batches an epoch, so 2 and a bit
+  o.accum = 2;       // the position in the data counts batches, not updates
+  o.max_steps = 16;  // 14 batches an epoch, so 2 and a bit
   o.save_every = 5;
   o.keep_last = 2;
   const int saved_threads = omp_get_max_threads();
@@ -282,8 +282,9 @@ TEST_CASE("checkpoints: every N steps, the last K kept, the best by validation l
   CHECK(nn::load_safetensors(dir + "/model.safetensors").metadata.at("step") == "23");
   CHECK(Trainer::read_state(dir).step == 23);
   // A new run into that folder would mix its checkpoints with these: refused.
-  CHECK(error_of([&] { Trainer(tiny_config(), o, train, val, dir); }).find("already holds 3 checkpoint(s) of another run") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          Trainer(tiny_config(), o, train, val, dir);
+        }).find("already holds 3 checkpoint(s) of another run") != std::string::npos);
 }
 
 TEST_CASE("best/ by a validation score (e.g. BLEU): the highest score, not the lowest loss, also across a resume") {

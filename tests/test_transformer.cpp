@@ -43,7 +43,7 @@ TEST_CASE("names follow the module tree; shared and tied tables are listed once;
   CHECK(!has_generator);  // tied to it too
   CHECK(model.generator.weight.same(model.src_embed.weight));
   MESSAGE("base preset with a 37000-token joint vocabulary: " << expected_parameters(presets::base(37000))
-                                                               << " parameters (the paper reports 65M)");
+                                                              << " parameters (the paper reports 65M)");
 }
 
 TEST_CASE("the decoder never sees the future; source padding is invisible") {
@@ -70,7 +70,8 @@ TEST_CASE("the decoder never sees the future; source padding is invisible") {
   CHECK(mask == std::vector<bool>{false, false, false, false, true, true, false, false, false, false, false, false});
 }
 
-TEST_CASE("attention_maps: every layer's weights, rows summing to 1, nothing from the future; the model is left as it was") {
+TEST_CASE(
+    "attention_maps: every layer's weights, rows summing to 1, nothing from the future; the model is left as it was") {
   Generator gen(3);
   TransformerConfig config = presets::tiny(20);
   Transformer model(config, gen);

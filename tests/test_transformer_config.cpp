@@ -53,7 +53,8 @@ TEST_CASE("configuration: every field has a range, and the whole model a size bo
         "TransformerConfig: layer_norm_eps must be above 0 and at most 1, got 0");
   CHECK(error_with([](TransformerConfig& c) { c.layer_norm_eps = std::nan(""); }).find("layer_norm_eps") !=
         std::string::npos);
-  CHECK(error_with([](TransformerConfig& c) { c.dropout = std::nan(""); }).find("dropout must be") != std::string::npos);
+  CHECK(error_with([](TransformerConfig& c) { c.dropout = std::nan(""); }).find("dropout must be") !=
+        std::string::npos);
   // Every field in range, the product not: 1000 layers of width 65536.
   CHECK(error_with([](TransformerConfig& c) {
           c.d_model = c.d_ff = 1 << 16;
@@ -68,7 +69,8 @@ TEST_CASE("configuration: every field has a range, and the whole model a size bo
   CHECK(small.approximate_elements() - table == doctest::Approx(model.parameter_count()).epsilon(0.01));
 }
 
-TEST_CASE("configuration: Table 3's choices (attention, ReLU and residual dropout; learned positions), old files load") {
+TEST_CASE(
+    "configuration: Table 3's choices (attention, ReLU and residual dropout; learned positions), old files load") {
   // A configuration written before these fields existed: one dropout everywhere, sinusoids.
   const std::string old = R"({"src_vocab":60,"tgt_vocab":60,"d_model":64,"d_ff":256,"heads":4,"encoder_layers":2,)"
                           R"("decoder_layers":2,"dropout":0.3,"max_len":1024,"pad_id":0,"share_embeddings":true,)"
@@ -95,8 +97,9 @@ TEST_CASE("configuration: Table 3's choices (attention, ReLU and residual dropou
         "TransformerConfig: attention_dropout must be -1 (the dropout's) or at least 0 and below 1, got 1");
   CHECK(error_with([](TransformerConfig& t) { t.relu_dropout = -0.1; }) ==
         "TransformerConfig: relu_dropout must be -1 (the dropout's) or at least 0 and below 1, got -0.1");
-  CHECK(error_of([&] { TransformerConfig::from_json(old.substr(0, old.size() - 1) + R"(,"learned_positions":"yes"})"); })
-            .find("(/learned_positions) type must be boolean") != std::string::npos);
+  CHECK(error_of([&] {
+          TransformerConfig::from_json(old.substr(0, old.size() - 1) + R"(,"learned_positions":"yes"})");
+        }).find("(/learned_positions) type must be boolean") != std::string::npos);
 
   // Each dropout reaches its own place: with only one of them on, training-mode
   // outputs still vary from call to call; with all three off they do not.

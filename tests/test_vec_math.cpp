@@ -53,7 +53,7 @@ TEST_CASE("exp_approx: within 2e-7 of libm on normal results, flushes below e^-8
   CHECK(worst < 2e-7);
   CHECK(exp_float(0.0f) == 1.0f);
   CHECK(exp_float(-kInf) == 0.0f);
-  CHECK(exp_float(-86.7f) == 0.0f);                           // would be subnormal-adjacent: flushed
+  CHECK(exp_float(-86.7f) == 0.0f);                               // would be subnormal-adjacent: flushed
   CHECK(exp_float(-86.5f) >= std::numeric_limits<float>::min());  // still a normal float
   CHECK(exp_float(89.0f) == kInf);
   CHECK(exp_float(kInf) == kInf);

@@ -51,7 +51,7 @@ TEST_CASE("reshape views when it can and copies when it must; view never copies"
   CHECK_FALSE(t.is_contiguous());
   Tensor r = t.reshape({24});
   CHECK(r.storage() != x.storage());
-  CHECK(values(r)[1] == 6.0f);  // logical order of the transpose
+  CHECK(values(r)[1] == 6.0f);                           // logical order of the transpose
   CHECK(t.reshape({6, 2, 2}).storage() == x.storage());  // splitting a dim is still a view
   CHECK_THROWS_WITH_AS(t.view({24}), doctest::Contains("use reshape"), Error);
   Tensor c = t.contiguous();
@@ -68,8 +68,8 @@ TEST_CASE("broadcasting: trailing dims align, size 1 stretches") {
   CHECK(c.select(0, 1).select(0, 2).to_vector<float>() == std::vector<float>{5, 6, 7});  // a[1,0,:] + b[2]
   CHECK((iota({3}) * scalar_tensor(2)).shape() == Shape{3});
   CHECK((scalar_tensor(1) - iota({2, 2})).to_vector<float>() == std::vector<float>{1, 0, -1, -2});
-  CHECK_THROWS_WITH_AS(iota({2, 3}) + iota({2}),
-                       doctest::Contains("add: shapes [2, 3] and [2] cannot be broadcast"), Error);
+  CHECK_THROWS_WITH_AS(iota({2, 3}) + iota({2}), doctest::Contains("add: shapes [2, 3] and [2] cannot be broadcast"),
+                       Error);
 }
 
 TEST_CASE("matmul of a plain transpose makes no copy: BLAS reads it transposed") {
@@ -77,7 +77,7 @@ TEST_CASE("matmul of a plain transpose makes no copy: BLAS reads it transposed")
   Tensor b = iota({64, 16});
   Allocator& cpu = allocator(kCPU);
   uint64_t before = cpu.stats().allocations;
-  Tensor c = matmul(a.t(), b);  // [32, 64] @ [64, 16]
+  Tensor c = matmul(a.t(), b);                   // [32, 64] @ [64, 16]
   CHECK(cpu.stats().allocations - before == 1);  // the output, nothing else
   CHECK(values(c) == values(matmul(a.t().contiguous(), b)));
   CHECK(c.shape() == Shape{32, 16});

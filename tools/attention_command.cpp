@@ -29,7 +29,9 @@ struct AttentionOptions {
 std::vector<std::string> labels(const models::Vocabulary& vocab, const std::vector<int64_t>& ids) {
   std::vector<std::string> out;
   for (int64_t id : ids) {
-    std::string piece = id == models::Vocabulary::kBos ? "<s>" : id == models::Vocabulary::kEos ? "</s>" : vocab.piece(id);
+    std::string piece = id == models::Vocabulary::kBos   ? "<s>"
+                        : id == models::Vocabulary::kEos ? "</s>"
+                                                         : vocab.piece(id);
     if (piece.rfind("\xE2\x96\x81", 0) == 0 && piece.size() > 3) piece = piece.substr(3);
     out.push_back(piece);
   }
@@ -52,8 +54,10 @@ void run_attention(const AttentionOptions& o) {
   std::vector<int64_t> src = folder.vocab->encode(o.input);
   LOOM_CHECK(!src.empty(), "attention: --input '{}' has no pieces to attend over", o.input);
   const size_t max_pieces = static_cast<size_t>(model.config().max_len - 1);
-  LOOM_CHECK(src.size() <= std::min<size_t>(max_pieces, 200), "attention: --input has {} pieces; at most {} fit a "
-             "readable picture and the model", src.size(), std::min<size_t>(max_pieces, 200));
+  LOOM_CHECK(src.size() <= std::min<size_t>(max_pieces, 200),
+             "attention: --input has {} pieces; at most {} fit a "
+             "readable picture and the model",
+             src.size(), std::min<size_t>(max_pieces, 200));
   src.push_back(models::Vocabulary::kEos);
 
   // The greedy translation; the decoder's input is bos and every output piece before eos.
@@ -70,8 +74,8 @@ void run_attention(const AttentionOptions& o) {
 
   const models::AttentionMaps maps = models::attention_maps(model, src, tgt_in);
   const std::vector<std::string> src_labels = labels(*folder.vocab, src), tgt_labels = labels(*folder.vocab, tgt_in);
-  nlohmann::json json = {{"input", o.input}, {"translation", translation}, {"source_pieces", src_labels},
-                         {"target_pieces", tgt_labels}};
+  nlohmann::json json = {
+      {"input", o.input}, {"translation", translation}, {"source_pieces", src_labels}, {"target_pieces", tgt_labels}};
   struct Kind {
     const char* name;
     const char* title;
@@ -86,7 +90,8 @@ void run_attention(const AttentionOptions& o) {
   for (const Kind& kind : kinds) {
     std::vector<HeatMap> panels;
     nlohmann::json layers_json = nlohmann::json::array();
-    const int64_t first = o.layer ? o.layer - 1 : 0, last = o.layer ? o.layer : static_cast<int64_t>(kind.weights.size());
+    const int64_t first = o.layer ? o.layer - 1 : 0,
+                  last = o.layer ? o.layer : static_cast<int64_t>(kind.weights.size());
     int64_t heads = 0;
     for (int64_t l = first; l < last; ++l) {
       const Tensor& w = kind.weights[static_cast<size_t>(l)];
@@ -127,8 +132,9 @@ void run_attention(const AttentionOptions& o) {
 }  // namespace
 
 void add_attention_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("attention", "heat maps of a trained model's attention on one sentence "
-                                              "(encoder, decoder, cross; every head)");
+  auto* cmd = app.add_subcommand("attention",
+                                 "heat maps of a trained model's attention on one sentence "
+                                 "(encoder, decoder, cross; every head)");
   auto o = std::make_shared<AttentionOptions>();
   cmd->add_option("--model", o->model, "folder from `loom train` (model.safetensors, spm.model)")->required();
   cmd->add_option("--input", o->input, "a source sentence")->required();

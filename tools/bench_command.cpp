@@ -99,8 +99,7 @@ std::function<void()> raw_sgemm(const GemmShape& g) {
   return [=] {
     auto one = [&](int64_t i) {
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-                  a->data() + i * m * k, ta ? m : k, b->data() + i * k * n, tb ? k : n, 0.0f,
-                  c->data() + i * m * n, n);
+                  a->data() + i * m * k, ta ? m : k, b->data() + i * k * n, tb ? k : n, 0.0f, c->data() + i * m * n, n);
     };
     if (batch == 1) {
       one(0);  // OpenBLAS's own threading
@@ -181,8 +180,8 @@ void run_bench_ops(const Options& opt) {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   fmt::print("loom bench ops: float32, CPU\n");
   fmt::print("OPENBLAS_CORETYPE={} (OpenBLAS core: {})\n", coretype ? coretype : "(unset)", openblas_get_corename());
-  fmt::print("threads: {} (omp_get_max_threads {}), {:g} s per case and direction, median after warm-up\n",
-             opt.threads, omp_get_max_threads(), opt.seconds);
+  fmt::print("threads: {} (omp_get_max_threads {}), {:g} s per case and direction, median after warm-up\n", opt.threads,
+             omp_get_max_threads(), opt.seconds);
   Bandwidth bw = measure_bandwidth(std::max(opt.seconds, 0.2));
   fmt::print("memory bandwidth (3 x 256 MiB arrays): copy {:.1f} GB/s, triad {:.1f} GB/s (\"% bw\" uses triad)\n\n",
              bw.copy_gbps, bw.triad_gbps);
@@ -231,8 +230,9 @@ void run_bench_ops(const Options& opt) {
     }
     out["cases"].push_back(std::move(j));
   }
-  fmt::print("\nrate: GF = GFLOP/s (2MNK per product; bwd = dA + dB), GB = GB/s of minimal traffic "
-             "(inputs read + outputs written); mm/sg = loom matmul fwd / raw cblas_sgemm\n");
+  fmt::print(
+      "\nrate: GF = GFLOP/s (2MNK per product; bwd = dA + dB), GB = GB/s of minimal traffic "
+      "(inputs read + outputs written); mm/sg = loom matmul fwd / raw cblas_sgemm\n");
   if (!opt.json.empty()) {
     write_file(opt.json, out.dump(2) + "\n");
     fmt::print("wrote {}\n", opt.json);

@@ -40,7 +40,7 @@ double forward_flops(const models::TransformerConfig& c, int64_t batch, int64_t 
   const double d = static_cast<double>(c.d_model), ff = static_cast<double>(c.d_ff);
   const double s = static_cast<double>(batch * src_len), t = static_cast<double>(batch * tgt_len);
   const double encoder = s * (8 * d * d + 4 * d * ff + 4 * static_cast<double>(src_len) * d);
-  const double decoder = t * (8 * d * d + 4 * static_cast<double>(tgt_len) * d)      // self-attention
+  const double decoder = t * (8 * d * d + 4 * static_cast<double>(tgt_len) * d)                      // self-attention
                          + t * 4 * d * d + s * 4 * d * d + t * 4 * static_cast<double>(src_len) * d  // cross-attention
                          + t * 4 * d * ff;
   return static_cast<double>(c.encoder_layers) * encoder + static_cast<double>(c.decoder_layers) * decoder +
@@ -70,10 +70,11 @@ void run_bench_step(const StepOptions& opt) {
   src = src.to(device);
   tgt_in = tgt_in.to(device);
 
-  fmt::print("loom bench step: Transformer '{}' (d_model {}, d_ff {}, heads {}, {}+{} layers, dropout {}), "
-             "vocabulary {}, {} parameters\n",
-             opt.preset, config.d_model, config.d_ff, config.heads, config.encoder_layers, config.decoder_layers,
-             config.dropout, opt.vocab, model.parameter_count());
+  fmt::print(
+      "loom bench step: Transformer '{}' (d_model {}, d_ff {}, heads {}, {}+{} layers, dropout {}), "
+      "vocabulary {}, {} parameters\n",
+      opt.preset, config.d_model, config.d_ff, config.heads, config.encoder_layers, config.decoder_layers,
+      config.dropout, opt.vocab, model.parameter_count());
   fmt::print("batch {} x {} source / {} target tokens, {}, {} threads, device {}; {} warm-up + {} timed steps\n",
              opt.batch, opt.src_len, opt.tgt_len, precision, opt.threads, device, opt.warmup, opt.steps);
   std::vector<double> times;
@@ -102,7 +103,8 @@ void run_bench_step(const StepOptions& opt) {
   if (profile) {
     double total = 0;
     for (double t : times) total += t;
-    profile_json = print_kernel_profile(*profile, opt.steps, total / static_cast<double>(opt.steps), "step", device, stdout);
+    profile_json =
+        print_kernel_profile(*profile, opt.steps, total / static_cast<double>(opt.steps), "step", device, stdout);
   }
   const double step_tflops = 3 * forward_flops(config, opt.batch, opt.src_len, opt.tgt_len) / median / 1e12;
   if (opt.peak_tflops > 0)
@@ -115,12 +117,22 @@ void run_bench_step(const StepOptions& opt) {
   const double peak_tensors_mb = static_cast<double>(allocator(device).stats().peak_bytes_in_use) / (1024.0 * 1024.0);
   fmt::print("memory: peak RSS {:.0f} MB, peak tensor memory in use {:.0f} MiB\n", peak_rss_mb, peak_tensors_mb);
   if (!opt.json.empty()) {
-    nlohmann::json out = {{"tool", "loom"},          {"preset", opt.preset},      {"threads", opt.threads}, {"precision", precision},
-                          {"batch", opt.batch},      {"src_len", opt.src_len},    {"tgt_len", opt.tgt_len},
-                          {"vocab", opt.vocab},      {"parameters", model.parameter_count()},
-                          {"median_s", median},      {"min_s", best},             {"steps", opt.steps},
-                          {"peak_rss_mb", peak_rss_mb}, {"peak_tensor_mib", peak_tensors_mb},
-                          {"device", device.str()},  {"step_tflops", step_tflops}};
+    nlohmann::json out = {{"tool", "loom"},
+                          {"preset", opt.preset},
+                          {"threads", opt.threads},
+                          {"precision", precision},
+                          {"batch", opt.batch},
+                          {"src_len", opt.src_len},
+                          {"tgt_len", opt.tgt_len},
+                          {"vocab", opt.vocab},
+                          {"parameters", model.parameter_count()},
+                          {"median_s", median},
+                          {"min_s", best},
+                          {"steps", opt.steps},
+                          {"peak_rss_mb", peak_rss_mb},
+                          {"peak_tensor_mib", peak_tensors_mb},
+                          {"device", device.str()},
+                          {"step_tflops", step_tflops}};
     if (profile) out["profile"] = profile_json;
     write_file(opt.json, out.dump(2) + "\n");
   }
@@ -135,8 +147,12 @@ void add_bench_step_command(CLI::App& bench) {
   step->add_option("--batch", opt->batch, "sentences per batch")->capture_default_str()->check(at_least(1));
   step->add_option("--src-len", opt->src_len, "source tokens per sentence")->capture_default_str()->check(at_least(1));
   step->add_option("--tgt-len", opt->tgt_len, "target tokens per sentence")->capture_default_str()->check(at_least(1));
-  step->add_option("--vocab", opt->vocab, "vocabulary size")->capture_default_str()->check(in_range(5, models::TransformerConfig::kMaxVocab));
-  step->add_option("--dropout", opt->dropout, "dropout probability")->capture_default_str()->check(in_range(0, 1, true));
+  step->add_option("--vocab", opt->vocab, "vocabulary size")
+      ->capture_default_str()
+      ->check(in_range(5, models::TransformerConfig::kMaxVocab));
+  step->add_option("--dropout", opt->dropout, "dropout probability")
+      ->capture_default_str()
+      ->check(in_range(0, 1, true));
   add_threads_option(*step, opt->threads);
   add_precision_option(*step, opt->precision);
   step->add_option("--steps", opt->steps, "timed steps")->capture_default_str()->check(at_least(1));

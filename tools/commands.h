@@ -35,7 +35,7 @@ void add_device_option(CLI::App& cmd, std::string& device);
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
 void add_train_command(CLI::App& app, int& exit_code);  // exit_code: 128 + signal when interrupted
-void add_translate_commands(CLI::App& app);  // translate, bleu
+void add_translate_commands(CLI::App& app);             // translate, bleu
 void add_average_command(CLI::App& app);
 void add_plot_command(CLI::App& app);       // tools/plot_command.cpp
 void add_attention_command(CLI::App& app);  // tools/attention_command.cpp

@@ -9,8 +9,9 @@
 namespace loom::tools {
 
 void add_explain_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("explain", "show an op's formulas, shape rule and a float64 gradient check, "
-                                            "analytic and numeric Jacobians side by side");
+  auto* cmd = app.add_subcommand("explain",
+                                 "show an op's formulas, shape rule and a float64 gradient check, "
+                                 "analytic and numeric Jacobians side by side");
   auto name = std::make_shared<std::string>();
   auto sample = std::make_shared<int64_t>(-1);
   auto full = std::make_shared<bool>(false);
@@ -21,8 +22,8 @@ void add_explain_command(CLI::App& app, int& exit_code) {
   cmd->callback([name, sample, full, &exit_code] {
     const OpInfo& op = op_or_error(*name);
     if (*sample >= static_cast<int64_t>(op.samples.size()))
-      throw CLI::ValidationError("--sample", fmt::format("{} has {} samples (0 to {})", op.name, op.samples.size(),
-                                                         op.samples.size() - 1));
+      throw CLI::ValidationError(
+          "--sample", fmt::format("{} has {} samples (0 to {})", op.name, op.samples.size(), op.samples.size() - 1));
     size_t index = *sample < 0 ? smallest_sample(op) : static_cast<size_t>(*sample);
     Explanation e = explain(op, index);
     ExplainFormat format;

@@ -12,12 +12,18 @@ namespace {
 
 const std::map<std::string, Tensor (*)(const Tensor&)>& unary_functions() {
   static const std::map<std::string, Tensor (*)(const Tensor&)> table = {
-      {"tanh", [](const Tensor& x) { return tanh(x); }},       {"exp", [](const Tensor& x) { return exp(x); }},
-      {"log", [](const Tensor& x) { return log(x); }},         {"sqrt", [](const Tensor& x) { return sqrt(x); }},
-      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }},     {"relu", [](const Tensor& x) { return relu(x); }},
-      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }}, {"gelu", [](const Tensor& x) { return gelu(x); }},
-      {"abs", [](const Tensor& x) { return abs(x); }},         {"neg", [](const Tensor& x) { return neg(x); }},
-      {"sum", [](const Tensor& x) { return sum(x); }},         {"mean", [](const Tensor& x) { return mean(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"log", [](const Tensor& x) { return log(x); }},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }},
+      {"relu", [](const Tensor& x) { return relu(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"abs", [](const Tensor& x) { return abs(x); }},
+      {"neg", [](const Tensor& x) { return neg(x); }},
+      {"sum", [](const Tensor& x) { return sum(x); }},
+      {"mean", [](const Tensor& x) { return mean(x); }},
       {"softmax", [](const Tensor& x) { return softmax(x, -1); }},
       {"log_softmax", [](const Tensor& x) { return log_softmax(x, -1); }},
       {"layer_norm", [](const Tensor& x) { return layer_norm(x, Tensor(), Tensor()); }},
@@ -76,16 +82,20 @@ class ExpressionParser {
   struct Nesting {
     explicit Nesting(ExpressionParser& p) : parser(p) {
       if (++parser.depth_ > kMaxDepth)
-        fail("--expr: nested deeper than {} levels (parentheses, functions, unary minus); loom graph draws small "
-             "expressions", kMaxDepth);
+        fail(
+            "--expr: nested deeper than {} levels (parentheses, functions, unary minus); loom graph draws small "
+            "expressions",
+            kMaxDepth);
     }
     ~Nesting() { --parser.depth_; }
     ExpressionParser& parser;
   };
   void count_operation() {
     if (++operations_ > kMaxOperations)
-      fail("--expr: more than {} operations; loom graph draws small expressions (a graph of that size is "
-           "unreadable)", kMaxOperations);
+      fail(
+          "--expr: more than {} operations; loom graph draws small expressions (a graph of that size is "
+          "unreadable)",
+          kMaxOperations);
   }
   // Shape errors from the ops (e.g. a matmul of [3] by [3]) name the expression too.
   template <typename F>
@@ -101,18 +111,30 @@ class ExpressionParser {
     Nesting nesting(*this);
     Tensor left = term();
     while (true) {
-      if (accept('+')) { Tensor r = term(); left = apply("+", [&] { return add(left, r); }); }
-      else if (accept('-')) { Tensor r = term(); left = apply("-", [&] { return sub(left, r); }); }
-      else return left;
+      if (accept('+')) {
+        Tensor r = term();
+        left = apply("+", [&] { return add(left, r); });
+      } else if (accept('-')) {
+        Tensor r = term();
+        left = apply("-", [&] { return sub(left, r); });
+      } else
+        return left;
     }
   }
   Tensor term() {
     Tensor left = unary();
     while (true) {
-      if (accept('*')) { Tensor r = unary(); left = apply("*", [&] { return mul(left, r); }); }
-      else if (accept('/')) { Tensor r = unary(); left = apply("/", [&] { return div(left, r); }); }
-      else if (accept('@')) { Tensor r = unary(); left = apply("@", [&] { return matmul(left, r); }); }
-      else return left;
+      if (accept('*')) {
+        Tensor r = unary();
+        left = apply("*", [&] { return mul(left, r); });
+      } else if (accept('/')) {
+        Tensor r = unary();
+        left = apply("/", [&] { return div(left, r); });
+      } else if (accept('@')) {
+        Tensor r = unary();
+        left = apply("@", [&] { return matmul(left, r); });
+      } else
+        return left;
     }
   }
   Tensor unary() {

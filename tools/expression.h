@@ -13,8 +13,8 @@
 namespace loom::tools {
 
 struct ParsedExpression {
-  Tensor value;                              // the expression evaluated, its graph recorded
-  std::map<std::string, Tensor> variables;   // the leaves, by name
+  Tensor value;                             // the expression evaluated, its graph recorded
+  std::map<std::string, Tensor> variables;  // the leaves, by name
 };
 
 // Parses and evaluates `text`. Any mistake, and nesting deeper than 200 levels or more

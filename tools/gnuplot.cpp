@@ -73,8 +73,8 @@ void GnuplotFigure::render() {
   const std::string script_path = temporary_path(path_) + ".gp", log_path = temporary_path(path_) + ".log";
   {
     std::ofstream script(script_path);
-    script << terminal_ << "\nset output " << gnuplot_quote(temporary) << "\n" << data_.str() << script_.str()
-           << "\nunset output\n";
+    script << terminal_ << "\nset output " << gnuplot_quote(temporary) << "\n"
+           << data_.str() << script_.str() << "\nunset output\n";
     LOOM_CHECK(script.good(), "plot: cannot write the gnuplot script '{}'", script_path);
   }
   const int status = run_gnuplot(script_path, log_path);

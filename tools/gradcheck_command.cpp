@@ -27,8 +27,8 @@ void add_gradcheck_command(CLI::App& app, int& exit_code) {
     if (*device != "cpu") parse_device(*device);
     if (*list) {
       for (const auto& op : registered_ops())
-        fmt::print("{:<16} {} samples{}{}\n", op.name, op.samples.size(), op.differentiable ? "" : "  (not differentiable)",
-                   op.composed ? "  (fused: has composition)" : "");
+        fmt::print("{:<16} {} samples{}{}\n", op.name, op.samples.size(),
+                   op.differentiable ? "" : "  (not differentiable)", op.composed ? "  (fused: has composition)" : "");
       return;
     }
     std::vector<const OpInfo*> selected;
@@ -38,7 +38,8 @@ void add_gradcheck_command(CLI::App& app, int& exit_code) {
       for (const auto& name : *ops) {
         const OpInfo* op = find_op(name);
         // A bad command line: main prints it as every other one (exit code 2).
-        if (!op) throw CLI::ValidationError("gradcheck", fmt::format("no op named '{}' (see `loom gradcheck --list`)", name));
+        if (!op)
+          throw CLI::ValidationError("gradcheck", fmt::format("no op named '{}' (see `loom gradcheck --list`)", name));
         selected.push_back(op);
       }
     }

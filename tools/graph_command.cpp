@@ -19,7 +19,6 @@ namespace loom::tools {
 
 namespace {
 
-
 // "x=2x3" -> {"x", [2, 3]}.
 std::pair<std::string, Shape> parse_shape_flag(const std::string& flag) {
   auto eq = flag.find('=');
@@ -95,8 +94,9 @@ Example training_step_example(Generator& gen) {
 }  // namespace
 
 void add_graph_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("graph", "draw the autograd graph (SVG and PNG through Graphviz) with the norm of "
-                                          "the gradient along each edge after backward");
+  auto* cmd = app.add_subcommand("graph",
+                                 "draw the autograd graph (SVG and PNG through Graphviz) with the norm of "
+                                 "the gradient along each edge after backward");
   struct Flags {
     std::string expr, example, out = "graph";
     std::vector<std::string> shapes;
@@ -105,9 +105,10 @@ void add_graph_command(CLI::App& app) {
     bool no_backward = false;
   };
   auto f = std::make_shared<Flags>();
-  auto* expr = cmd->add_option("--expr", f->expr, "an expression, e.g. \"tanh(x*w + b)\": names are float64 "
-                                                  "variables (see --shape), numbers constants, + - * / @ ^ and "
-                                                  "tanh exp log sqrt relu sigmoid gelu abs sum mean softmax ...");
+  auto* expr = cmd->add_option("--expr", f->expr,
+                               "an expression, e.g. \"tanh(x*w + b)\": names are float64 "
+                               "variables (see --shape), numbers constants, + - * / @ ^ and "
+                               "tanh exp log sqrt relu sigmoid gelu abs sum mean softmax ...");
   auto* example = cmd->add_option("--example", f->example,
                                   "a built-in graph: layer (one Transformer encoder layer of the tiny preset), step "
                                   "(a whole training step of the tiny preset: forward, loss, backward)")
@@ -137,8 +138,8 @@ void add_graph_command(CLI::App& app) {
         Tensor y = parsed.value;
         LOOM_CHECK(y.requires_grad(), "--expr \"{}\": has no variables, so there is no graph to draw", f->expr);
         for (const auto& [name, shape] : shapes)
-          LOOM_CHECK(parsed.variables.count(name), "--shape {}=...: the expression \"{}\" has no variable '{}'",
-                     name, f->expr, name);
+          LOOM_CHECK(parsed.variables.count(name), "--shape {}=...: the expression \"{}\" has no variable '{}'", name,
+                     f->expr, name);
         // backward needs a scalar: a non-scalar result is summed (drawn as the last node).
         loss = y.numel() == 1 ? y : sum(y);
         example.variables = parsed.variables;
@@ -148,7 +149,8 @@ void add_graph_command(CLI::App& app) {
       loss.set_name("loss");
       if (!f->no_backward) loss.backward();
     }
-    std::string dot = graph_dot(loss, {.trace = f->no_backward ? nullptr : &trace, .collapse_above = f->collapse_above});
+    std::string dot =
+        graph_dot(loss, {.trace = f->no_backward ? nullptr : &trace, .collapse_above = f->collapse_above});
     std::filesystem::path out(f->out);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
     std::string dot_path = f->out + ".dot";
@@ -156,8 +158,7 @@ void add_graph_command(CLI::App& app) {
     render_dot(dot, {{"svg", f->out + ".svg"}, {"png", f->out + ".png"}});
     fmt::print("loss {:.6g}\n", loss.detach().to(kCPU).to_vector<double>()[0]);
     if (trace.first_nan_forward) fmt::print("first NaN/Inf in the forward pass: {}\n", trace.first_nan_forward->name);
-    if (trace.first_nan_backward)
-      fmt::print("first NaN/Inf made by a backward: {}\n", trace.first_nan_backward->name);
+    if (trace.first_nan_backward) fmt::print("first NaN/Inf made by a backward: {}\n", trace.first_nan_backward->name);
     fmt::print("wrote {0}.svg, {0}.png, {0}.dot\n", f->out);
   });
 }

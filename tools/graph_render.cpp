@@ -62,7 +62,8 @@ void render_dot(const std::string& dot, const std::vector<std::pair<std::string,
   LOOM_CHECK(virtual_nodes <= kMaxVirtualNodes,
              "graph: too wide to lay out: its edges span {} ranks beyond their neighbours (a tensor used by many ops "
              "far apart, as x in x+x+...+x); Graphviz's layout grows faster than that number squared, so loom draws "
-             "graphs up to {}", virtual_nodes, kMaxVirtualNodes);
+             "graphs up to {}",
+             virtual_nodes, kMaxVirtualNodes);
   LOOM_CHECK(gvLayout(context.get(), graph.get(), "dot") == 0, "graph: Graphviz's dot layout failed");
   for (const auto& [format, path] : files) {
     if (gvRenderFilename(context.get(), graph.get(), format.c_str(), path.c_str()) == 0) continue;

@@ -13,8 +13,7 @@ namespace {
 // gnuplot tic labels at positions 0, 1, ...: ("a" 0, "b" 1, ...).
 std::string tics(const std::vector<std::string>& labels) {
   std::string out = "(";
-  for (size_t i = 0; i < labels.size(); ++i)
-    out += fmt::format("{}{} {}", i ? ", " : "", gnuplot_quote(labels[i]), i);
+  for (size_t i = 0; i < labels.size(); ++i) out += fmt::format("{}{} {}", i ? ", " : "", gnuplot_quote(labels[i]), i);
   return out + ")";
 }
 
@@ -33,9 +32,9 @@ void draw_heatmaps(const std::string& path, const std::vector<HeatMap>& maps, in
   const int64_t grid_rows = (static_cast<int64_t>(maps.size()) + grid_cols - 1) / grid_cols;
   const bool labelled = !maps[0].col_labels.empty();
   // Room for the cells and, when there are token labels, for the words along the axes.
-  const int64_t side = style.panel_pixels > 0 ? style.panel_pixels
-                                              : std::clamp<int64_t>(std::max(rows, cols) * 16 + (labelled ? 110 : 60),
-                                                                    220, 700);
+  const int64_t side = style.panel_pixels > 0
+                           ? style.panel_pixels
+                           : std::clamp<int64_t>(std::max(rows, cols) * 16 + (labelled ? 110 : 60), 220, 700);
   GnuplotFigure figure(path, static_cast<int>(side * grid_cols), static_cast<int>(side * grid_rows + 40));
   std::ostream& s = figure.script();
   for (size_t k = 0; k < maps.size(); ++k) {
@@ -58,8 +57,8 @@ void draw_heatmaps(const std::string& path, const std::vector<HeatMap>& maps, in
       << fmt::format("set xrange [-0.5:{}]\nset yrange [{}:-0.5]\n", m.cols - 0.5, m.rows - 0.5)
       << (m.col_labels.empty() ? "set xtics autofreq norotate\n"
                                : "set xtics " + tics(m.col_labels) + " rotate by 90 right\n")
-      << (m.row_labels.empty() ? "set ytics autofreq\n" : "set ytics " + tics(m.row_labels) + "\n")
-      << "set xlabel " << gnuplot_quote(style.x_label) << "\nset ylabel " << gnuplot_quote(style.y_label) << "\n"
+      << (m.row_labels.empty() ? "set ytics autofreq\n" : "set ytics " + tics(m.row_labels) + "\n") << "set xlabel "
+      << gnuplot_quote(style.x_label) << "\nset ylabel " << gnuplot_quote(style.y_label) << "\n"
       << fmt::format("plot $m{} matrix with image\n", k);
   }
   s << "unset multiplot\n";

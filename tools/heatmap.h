@@ -9,7 +9,7 @@ namespace loom::tools {
 struct HeatMap {
   std::string title;
   int64_t rows = 0, cols = 0;
-  std::vector<double> values;  // rows * cols, row-major
+  std::vector<double> values;                       // rows * cols, row-major
   std::vector<std::string> row_labels, col_labels;  // empty: numbered axes
 };
 
@@ -18,7 +18,7 @@ struct HeatMapStyle {
   bool diverging = false;    // blue-white-red around 0 (else white to dark blue)
   std::string title;         // above the whole grid
   std::string x_label, y_label;
-  int panel_pixels = 0;      // a panel's side; 0: from the number of rows and columns
+  int panel_pixels = 0;  // a panel's side; 0: from the number of rows and columns
 };
 
 // Draws `maps` in a grid of `grid_cols` columns to `path` (.png or .svg).

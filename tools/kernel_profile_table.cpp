@@ -20,7 +20,9 @@ nlohmann::json print_kernel_profile(const KernelProfile& profile, int runs, doub
     const double ms = 1e3 * row.seconds * per_run;
     in_kernels += row.seconds;
     if (row.kernel == "matmul") matmul += row.seconds;
-    rows.push_back({{"kernel", row.kernel}, {"phase", row.phase}, {"calls", static_cast<double>(row.calls) * per_run},
+    rows.push_back({{"kernel", row.kernel},
+                    {"phase", row.phase},
+                    {"calls", static_cast<double>(row.calls) * per_run},
                     {"ms", ms}});
     if (share(row.seconds) < 0.5) {
       hidden += row.seconds;
@@ -32,7 +34,8 @@ nlohmann::json print_kernel_profile(const KernelProfile& profile, int runs, doub
   fmt::print(out, "  {:<38} {:<9} {:>8} {:>10.2f} {:>6.1f}%\n", "(smaller kernels)", "", "", 1e3 * hidden * per_run,
              share(hidden));
   const double outside = runs * run_seconds - in_kernels;
-  fmt::print(out, "matmul {:.1f}% of the {}, other kernels {:.1f}%, outside kernels (autograd, allocation, glue) {:.1f}%\n",
+  fmt::print(out,
+             "matmul {:.1f}% of the {}, other kernels {:.1f}%, outside kernels (autograd, allocation, glue) {:.1f}%\n",
              share(matmul), unit, share(in_kernels - matmul), share(outside));
   return {{"kernels", rows}, {"matmul_share", share(matmul) / 100}, {"outside_kernels_share", share(outside) / 100}};
 }

@@ -76,8 +76,10 @@ int main(int argc, char** argv) {
     // libstdc++: "filesystem error: cannot create directories: Not a directory [runs/x]"
     return error(fmt::format("{}: '{}'", e.code().message(), e.path1().string()), 1);
   } catch (const std::bad_alloc&) {
-    return error("out of memory: the machine could not give what this run asked for "
-                 "(a smaller --beam, --batch or --max-tokens asks for less)", 1);
+    return error(
+        "out of memory: the machine could not give what this run asked for "
+        "(a smaller --beam, --batch or --max-tokens asks for less)",
+        1);
   } catch (const std::exception& e) {
     return error(e.what(), 1);
   } catch (...) {  // not even a std::exception: still one line, never an abort

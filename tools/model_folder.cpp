@@ -21,7 +21,8 @@ ModelFolder load_model_folder(const std::string& dir, const std::string& command
              "{}: the vocabulary '{}' that '{}' names is missing or not a file", command, vocabulary_path, checkpoint);
   ModelFolder folder;
   folder.vocab = std::make_unique<models::Vocabulary>(vocabulary_path);
-  folder.model = std::make_unique<models::Transformer>(models::TransformerConfig::from_json(file.metadata.at("config")));
+  folder.model =
+      std::make_unique<models::Transformer>(models::TransformerConfig::from_json(file.metadata.at("config")));
   nn::load(*folder.model, checkpoint);
   folder.model->eval();
   return folder;

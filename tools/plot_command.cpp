@@ -57,18 +57,20 @@ void run_plot(const PlotOptions& o) {
     for (const nlohmann::json& r : read_metrics(path, &skipped)) {
       if (r.contains("step") && r["step"].is_number()) last_step = std::max(last_step, r["step"].get<double>());
       if (r["type"] == "train")
-        series[i].train += fmt::format("{} {} {} {}\n", value(r, "step"), value(r, "loss"), value(r, "lr"),
-                                       value(r, "grad_norm"));
+        series[i].train +=
+            fmt::format("{} {} {} {}\n", value(r, "step"), value(r, "loss"), value(r, "lr"), value(r, "grad_norm"));
       if (o.layers && r["type"] == "train" && r.contains("layers") && r["layers"].is_object())
         for (const auto& [layer, numbers] : r["layers"].items())
-          series[i].layers[layer] += fmt::format("{} {} {}\n", value(r, "step"), value(numbers, "grad_norm"),
-                                                 value(numbers, "update_ratio"));
-      if (r["type"] == "val") series[i].val += fmt::format("{} {} {}\n", value(r, "step"), value(r, "val_loss"),
-                                                           value(r, "bleu"));
+          series[i].layers[layer] +=
+              fmt::format("{} {} {}\n", value(r, "step"), value(numbers, "grad_norm"), value(numbers, "update_ratio"));
+      if (r["type"] == "val")
+        series[i].val += fmt::format("{} {} {}\n", value(r, "step"), value(r, "val_loss"), value(r, "bleu"));
     }
     if (skipped)
-      fmt::print(stderr, "loom: warning: plot: skipped {} line(s) of '{}' that are not whole JSON records "
-                 "(a run stopped mid-write)\n", skipped, path);
+      fmt::print(stderr,
+                 "loom: warning: plot: skipped {} line(s) of '{}' that are not whole JSON records "
+                 "(a run stopped mid-write)\n",
+                 skipped, path);
     if (series[i].train.empty() && series[i].val.empty())
       fmt::print(stderr, "loom: warning: plot: '{}' has no training or validation records yet\n", path);
     else
@@ -81,8 +83,10 @@ void run_plot(const PlotOptions& o) {
   LOOM_CHECK(with_data > 0, "plot: none of the {} run(s) has a training or validation record", o.runs.size());
 
   std::ostream& s = figure.script();
-  s << "set multiplot layout " << (o.layers ? 3 : 2) << ",2 title " << gnuplot_quote("loom plot: " + std::to_string(o.runs.size()) + " run(s)")
-    << "\nset grid\nset key top right\nset xlabel 'step'\n" << fmt::format("set xrange [0:{}]\n", last_step * 1.02);
+  s << "set multiplot layout " << (o.layers ? 3 : 2) << ",2 title "
+    << gnuplot_quote("loom plot: " + std::to_string(o.runs.size()) + " run(s)")
+    << "\nset grid\nset key top right\nset xlabel 'step'\n"
+    << fmt::format("set xrange [0:{}]\n", last_step * 1.02);
   // One panel: for each run with data in `block`, column `column` against the step.
   auto panel = [&](const std::string& title, const char* block, int column, const std::string& style, bool log_y) {
     s << "set title " << gnuplot_quote(title) << "\n" << (log_y ? "set logscale y\n" : "unset logscale y\n");
@@ -129,8 +133,9 @@ void run_plot(const PlotOptions& o) {
 }  // namespace
 
 void add_plot_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("plot", "draw a run's metrics.jsonl (loss, validation loss, lr, gradient norm); "
-                                         "several runs overlaid");
+  auto* cmd = app.add_subcommand("plot",
+                                 "draw a run's metrics.jsonl (loss, validation loss, lr, gradient norm); "
+                                 "several runs overlaid");
   auto o = std::make_shared<PlotOptions>();
   cmd->add_option("runs", o->runs, "run folders (each with metrics.jsonl)")->required();
   cmd->add_option("--out", o->out, "picture to write: .png or .svg")->required();

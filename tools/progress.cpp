@@ -16,8 +16,8 @@ ProgressBar::ProgressBar(int64_t total, std::FILE* stream, bool terminal)
 
 std::string ProgressBar::eta(int64_t done, int64_t total, double elapsed_seconds) {
   if (done <= 0 || total <= 0 || done > total) return "?";
-  const auto left = static_cast<int64_t>(std::llround(elapsed_seconds / static_cast<double>(done) *
-                                                      static_cast<double>(total - done)));
+  const auto left = static_cast<int64_t>(
+      std::llround(elapsed_seconds / static_cast<double>(done) * static_cast<double>(total - done)));
   if (left >= 3600) return fmt::format("{}h{:02d}m", left / 3600, left % 3600 / 60);
   if (left >= 60) return fmt::format("{}m{:02d}s", left / 60, left % 60);
   return fmt::format("{}s", left);

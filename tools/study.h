@@ -11,10 +11,10 @@ namespace loom::tools {
 
 struct StudyOptions {
   std::string out = "study";
-  std::string data;        // a Multi30k-layout folder, for the studies that train
+  std::string data;          // a Multi30k-layout folder, for the studies that train
   int64_t sentences = 1000;  // training pairs those studies read
   int64_t vocab = 1000;      // their SentencePiece pieces
-  int64_t steps = 0;       // training steps (0: the study's own default)
+  int64_t steps = 0;         // training steps (0: the study's own default)
   int threads = 2;
   uint64_t seed = 1;
 };

@@ -31,7 +31,8 @@ void write_table(const StudyOptions& o, const std::string& name, const Table& ta
     for (double value : row) markdown += fmt::format(" {:.4g} |", value);
     markdown += "\n";
   }
-  if (table.rows.size() > kShownRows) markdown += fmt::format("({} more rows in the CSV)\n", table.rows.size() - kShownRows);
+  if (table.rows.size() > kShownRows)
+    markdown += fmt::format("({} more rows in the CSV)\n", table.rows.size() - kShownRows);
   write_file(o.out + "/" + name + ".csv", csv);
   fmt::print("{}\ntable: {}/{}.csv\n", markdown, o.out, name);
 }
@@ -40,8 +41,12 @@ namespace {
 
 const std::map<std::string, std::function<void(const StudyOptions&)>>& studies() {
   static const std::map<std::string, std::function<void(const StudyOptions&)>> all = {
-      {"scaling", study_scaling}, {"positions", study_positions}, {"noam", study_noam}, {"masks", study_masks},
-      {"label-smoothing", study_label_smoothing}, {"norm-warmup", study_norm_warmup}};
+      {"scaling", study_scaling},
+      {"positions", study_positions},
+      {"noam", study_noam},
+      {"masks", study_masks},
+      {"label-smoothing", study_label_smoothing},
+      {"norm-warmup", study_norm_warmup}};
   return all;
 }
 

@@ -56,19 +56,18 @@ void study_label_smoothing(const StudyOptions& o) {
     GnuplotFigure figure(o.out + "/label-smoothing" + ext, 1500, 450);
     figure.add_data("q", bars);
     figure.add_data("runs", curves);
-    figure.script()
-        << "set multiplot layout 1,3 title 'Label smoothing: the target distribution, and two tiny runs'\n"
-        << "set grid\nset style fill solid 0.8\nset boxwidth 0.2\nset xlabel 'class (the true one: "
-        << kTarget << ")'\nset ylabel 'target probability'\nset title 'targets over " << kClasses
-        << " classes'\nset logscale y\nset yrange [0.005:1.2]\n"
-        << "plot for [i=0:3] $q index i using ($1 + (i - 1.5) * 0.2):($2 > 0 ? $2 : 1e-9) with boxes title "
-           "sprintf('eps %.1f', word('0 0.1 0.2 0.4', i + 1) + 0)\n"
-        << "unset logscale y\nset autoscale y\nset style data linespoints\nset xlabel 'step'\n"
-        << "set title 'validation perplexity'\nset ylabel 'perplexity'\n"
-        << "plot $runs index 0 using 1:2 pt 7 title 'eps 0', $runs index 1 using 1:2 pt 7 title 'eps 0.1'\n"
-        << "set title 'validation BLEU (greedy)'\nset ylabel 'BLEU'\n"
-        << "plot $runs index 0 using 1:3 pt 7 title 'eps 0', $runs index 1 using 1:3 pt 7 title 'eps 0.1'\n"
-        << "unset multiplot\n";
+    figure.script() << "set multiplot layout 1,3 title 'Label smoothing: the target distribution, and two tiny runs'\n"
+                    << "set grid\nset style fill solid 0.8\nset boxwidth 0.2\nset xlabel 'class (the true one: "
+                    << kTarget << ")'\nset ylabel 'target probability'\nset title 'targets over " << kClasses
+                    << " classes'\nset logscale y\nset yrange [0.005:1.2]\n"
+                    << "plot for [i=0:3] $q index i using ($1 + (i - 1.5) * 0.2):($2 > 0 ? $2 : 1e-9) with boxes title "
+                       "sprintf('eps %.1f', word('0 0.1 0.2 0.4', i + 1) + 0)\n"
+                    << "unset logscale y\nset autoscale y\nset style data linespoints\nset xlabel 'step'\n"
+                    << "set title 'validation perplexity'\nset ylabel 'perplexity'\n"
+                    << "plot $runs index 0 using 1:2 pt 7 title 'eps 0', $runs index 1 using 1:2 pt 7 title 'eps 0.1'\n"
+                    << "set title 'validation BLEU (greedy)'\nset ylabel 'BLEU'\n"
+                    << "plot $runs index 0 using 1:3 pt 7 title 'eps 0', $runs index 1 using 1:3 pt 7 title 'eps 0.1'\n"
+                    << "unset multiplot\n";
     figure.render();
   }
   fmt::print("plot: {}/label-smoothing.png, .svg\n", o.out);

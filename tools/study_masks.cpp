@@ -73,8 +73,10 @@ void study_masks(const StudyOptions& o) {
   fmt::print("mask: 0 = padding mask, 1 = causal mask; masked entries are 1 (dark) in the mask pictures\n");
   for (const char* ext : {".png", ".svg"})
     draw_heatmaps(o.out + "/masks" + ext, maps, 3,
-                  {.title = "Masks (1 = masked) and the attention weights through them", .x_label = "key",
-                   .y_label = "query", .panel_pixels = 330});
+                  {.title = "Masks (1 = masked) and the attention weights through them",
+                   .x_label = "key",
+                   .y_label = "query",
+                   .panel_pixels = 330});
   fmt::print("plot: {}/masks.png, .svg\n", o.out);
 }
 

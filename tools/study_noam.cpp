@@ -33,9 +33,8 @@ void study_noam(const StudyOptions& o) {
       if (lr > peak) peak = lr, peak_step = step;
       if (step % 200 == 0 || step == 1) rows += fmt::format("{} {:.9g}\n", step, lr);
     }
-    table.rows.push_back({static_cast<double>(c.d_model), static_cast<double>(c.warmup),
-                          static_cast<double>(peak_step), peak,
-                          1.0 / std::sqrt(static_cast<double>(c.d_model) * static_cast<double>(c.warmup)),
+    table.rows.push_back({static_cast<double>(c.d_model), static_cast<double>(c.warmup), static_cast<double>(peak_step),
+                          peak, 1.0 / std::sqrt(static_cast<double>(c.d_model) * static_cast<double>(c.warmup)),
                           noam.rate(kSteps)});
     data += rows + "\n\n";  // one gnuplot index per curve
   }

@@ -20,17 +20,16 @@ namespace loom::tools {
 void study_norm_warmup(const StudyOptions& o) {
   const int64_t steps = o.steps > 0 ? o.steps : 60;
   StudyCorpus corpus = load_study_corpus(o, "norm-warmup", o.vocab, 10);
-  fmt::print("norm-warmup: {} training pairs, {} pieces, {} steps per run\n", corpus.train.size(),
-             corpus.vocab->size(), steps);
+  fmt::print("norm-warmup: {} training pairs, {} pieces, {} steps per run\n", corpus.train.size(), corpus.vocab->size(),
+             steps);
   struct Recipe {
     bool pre_norm;
     int64_t warmup;
   };
   const Recipe recipes[] = {{false, 100}, {false, 1}, {true, 100}, {true, 1}};
   // The layers of the tiny preset, in model order; pre-norm adds the final norms.
-  const std::vector<std::string> layers = {"src_embed",        "encoder.layers.0", "encoder.layers.1",
-                                           "encoder.norm",     "decoder.layers.0", "decoder.layers.1",
-                                           "decoder.norm"};
+  const std::vector<std::string> layers = {"src_embed",        "encoder.layers.0", "encoder.layers.1", "encoder.norm",
+                                           "decoder.layers.0", "decoder.layers.1", "decoder.norm"};
   Table table{{"pre_norm", "warmup", "step", "loss", "grad_norm"}, {}};
   for (const std::string& l : layers) table.columns.push_back(l);
   std::vector<std::string> blocks;
@@ -46,15 +45,14 @@ void study_norm_warmup(const StudyOptions& o) {
                  }
                  std::vector<double> row = {r.pre_norm ? 1.0 : 0.0, static_cast<double>(r.warmup),
                                             static_cast<double>(step), loss, optim::grad_norm(all)};
-                 for (const std::string& l : layers)
-                   row.push_back(groups.count(l) ? optim::grad_norm(groups[l]) : NAN);
+                 for (const std::string& l : layers) row.push_back(groups.count(l) ? optim::grad_norm(groups[l]) : NAN);
                  for (size_t c = 2; c < row.size(); ++c) rows += fmt::format("{}{:.9g}", c > 2 ? " " : "", row[c]);
                  rows += "\n";
                  table.rows.push_back(std::move(row));
                });
     blocks.push_back(rows);
-    fmt::print("  {}, warm-up {}: {} steps, last loss {:.3f}\n", r.pre_norm ? "pre-norm" : "post-norm", r.warmup,
-               steps, table.rows.back()[3]);
+    fmt::print("  {}, warm-up {}: {} steps, last loss {:.3f}\n", r.pre_norm ? "pre-norm" : "post-norm", r.warmup, steps,
+               table.rows.back()[3]);
     std::fflush(stdout);
   }
   write_table(o, "norm-warmup", table);
@@ -66,9 +64,10 @@ void study_norm_warmup(const StudyOptions& o) {
       << " steps (tiny preset, real runs)'\nset grid\nset logscale y\nset xlabel 'step'\nset ylabel 'gradient norm'\n"
       << "set key outside right\nset yrange [1e-4:*]\n";
     for (size_t i = 0; i < blocks.size(); ++i) {
-      s << "set title " << gnuplot_quote(fmt::format("{}, {}", recipes[i].pre_norm ? "pre-norm" : "post-norm",
-                                                     recipes[i].warmup > 1 ? fmt::format("warm-up {}", recipes[i].warmup)
-                                                                           : std::string("no warm-up")))
+      s << "set title "
+        << gnuplot_quote(fmt::format(
+               "{}, {}", recipes[i].pre_norm ? "pre-norm" : "post-norm",
+               recipes[i].warmup > 1 ? fmt::format("warm-up {}", recipes[i].warmup) : std::string("no warm-up")))
         << "\nplot ";
       // Columns: 1 step, 2 loss, 3 global norm, 4.. the layers.
       for (size_t l = 0; l < layers.size(); ++l)

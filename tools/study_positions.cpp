@@ -48,19 +48,20 @@ void study_positions(const StudyOptions& o) {
     figure.add_data("pe", heat);
     figure.add_data("curves", curves);
     figure.add_data("sim", similarity);
-    figure.script() << "set multiplot layout 1,3 title 'Sinusoidal positional encoding, d_model " << kDModel << "'\n"
-                    << "set title 'PE[position, dimension]'\nset xlabel 'dimension'\nset ylabel 'position'\n"
-                    << "set palette defined (0 '#2166ac', 0.5 'white', 1 '#b2182b')\nset cbrange [-1:1]\n"
-                    << fmt::format("set xrange [-0.5:{}]\nset yrange [{}:-0.5]\n", kDModel - 0.5, kPositions - 0.5)
-                    << "plot $pe matrix with image pixels notitle\n"
-                    << "set autoscale\nset yrange [*:*] noreverse\nset grid\nset ylabel 'value'\nset xlabel 'position'\n"
-                    << "set title 'dimensions 4 to 7'\nset key bottom right\n"
-                    << "plot for [c=2:5] $curves using 1:c with lines title sprintf('dim %d', c + 2)\n"
-                    << "set title 'PE(p) . PE(p+k) by distance k (mean, min, max over p)'\nset xlabel 'distance k'\n"
-                    << "set ylabel 'dot product'\nset key top right\n"
-                    << "plot $sim using 1:3:4 with filledcurves fillcolor '#cccccc' title 'min..max', "
-                       "$sim using 1:2 with lines lw 2 title 'mean', $sim using 1:5 with points pt 6 title "
-                       "'sum_i cos(w_i k)'\nunset multiplot\n";
+    figure.script()
+        << "set multiplot layout 1,3 title 'Sinusoidal positional encoding, d_model " << kDModel << "'\n"
+        << "set title 'PE[position, dimension]'\nset xlabel 'dimension'\nset ylabel 'position'\n"
+        << "set palette defined (0 '#2166ac', 0.5 'white', 1 '#b2182b')\nset cbrange [-1:1]\n"
+        << fmt::format("set xrange [-0.5:{}]\nset yrange [{}:-0.5]\n", kDModel - 0.5, kPositions - 0.5)
+        << "plot $pe matrix with image pixels notitle\n"
+        << "set autoscale\nset yrange [*:*] noreverse\nset grid\nset ylabel 'value'\nset xlabel 'position'\n"
+        << "set title 'dimensions 4 to 7'\nset key bottom right\n"
+        << "plot for [c=2:5] $curves using 1:c with lines title sprintf('dim %d', c + 2)\n"
+        << "set title 'PE(p) . PE(p+k) by distance k (mean, min, max over p)'\nset xlabel 'distance k'\n"
+        << "set ylabel 'dot product'\nset key top right\n"
+        << "plot $sim using 1:3:4 with filledcurves fillcolor '#cccccc' title 'min..max', "
+           "$sim using 1:2 with lines lw 2 title 'mean', $sim using 1:5 with points pt 6 title "
+           "'sum_i cos(w_i k)'\nunset multiplot\n";
     figure.render();
   }
   fmt::print("plot: {}/positions.png, .svg\n", o.out);

@@ -20,8 +20,10 @@ models::ParallelCorpus read_split(const StudyOptions& o, const std::string& spli
 }  // namespace
 
 StudyCorpus load_study_corpus(const StudyOptions& o, const std::string& study, int64_t pieces, int64_t val_sentences) {
-  LOOM_CHECK(!o.data.empty(), "study {}: --data is required (a folder with train.de/.en and val.de/.en, plain or "
-             ".gz, e.g. Multi30k)", study);
+  LOOM_CHECK(!o.data.empty(),
+             "study {}: --data is required (a folder with train.de/.en and val.de/.en, plain or "
+             ".gz, e.g. Multi30k)",
+             study);
   models::ParallelCorpus train = read_split(o, "train"), val = read_split(o, "val");
   const auto keep = static_cast<size_t>(o.sentences);
   if (train.src.size() > keep) train.src.resize(keep), train.tgt.resize(keep);
@@ -58,8 +60,8 @@ std::unique_ptr<models::Transformer> train_tiny(const StudyCorpus& corpus, const
   model->train();
   for (int64_t step = 0; step < run.steps;) {
     for (const models::Batch& b : models::make_batches(corpus.train, kMaxTokens, kMaxLen, shuffle)) {
-      Tensor loss = label_smoothed_cross_entropy((*model)(b.src, b.tgt_in), b.tgt_out, run.smoothing,
-                                                 models::Vocabulary::kPad);
+      Tensor loss =
+          label_smoothed_cross_entropy((*model)(b.src, b.tgt_in), b.tgt_out, run.smoothing, models::Vocabulary::kPad);
       adam.zero_grad();
       loss.backward();
       ++step;
@@ -83,8 +85,9 @@ double validation_cross_entropy(models::Transformer& model, const StudyCorpus& c
   Generator order(0);
   double total = 0, tokens = 0;
   for (const models::Batch& b : models::make_batches(corpus.val, kMaxTokens, kMaxLen, order)) {
-    total += label_smoothed_cross_entropy(model(b.src, b.tgt_in), b.tgt_out, 0.0, models::Vocabulary::kPad)
-                 .item<double>() * static_cast<double>(b.tgt_tokens);
+    total +=
+        label_smoothed_cross_entropy(model(b.src, b.tgt_in), b.tgt_out, 0.0, models::Vocabulary::kPad).item<double>() *
+        static_cast<double>(b.tgt_tokens);
     tokens += static_cast<double>(b.tgt_tokens);
   }
   return total / tokens;

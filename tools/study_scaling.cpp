@@ -35,7 +35,8 @@ SoftmaxStats softmax_stats(const Tensor& scores, Generator& gen) {
 
 void study_scaling(const StudyOptions& o) {
   Table table{{"d_k", "var_unscaled", "var_scaled", "var_unscaled_stderr", "max_weight_unscaled", "max_weight_scaled",
-               "grad_norm_unscaled", "grad_norm_scaled"}, {}};
+               "grad_norm_unscaled", "grad_norm_scaled"},
+              {}};
   std::string rows;
   for (int64_t d_k : {4, 8, 16, 32, 64, 128, 256, 512, 1024}) {
     // Sampled leaves: nothing here needs a graph but the softmax in softmax_stats.
@@ -59,8 +60,8 @@ void study_scaling(const StudyOptions& o) {
     GnuplotFigure figure(o.out + "/scaling" + ext, 1500, 450);
     figure.add_data("s", rows);
     figure.script()
-        << "set multiplot layout 1,3 title 'Why scores are scaled by 1/sqrt(d_k): q, k ~ N(0, I), "
-        << kSamples << " pairs; softmax over " << kKeys << " keys'\n"
+        << "set multiplot layout 1,3 title 'Why scores are scaled by 1/sqrt(d_k): q, k ~ N(0, I), " << kSamples
+        << " pairs; softmax over " << kKeys << " keys'\n"
         << "set grid\nset logscale x 2\nset xlabel 'd_k'\nset key top left\n"
         << "set title 'variance of q.k'\nset logscale y 2\n"
         << "plot $s using 1:2 with linespoints pt 7 title 'q.k', $s using 1:3 with linespoints pt 7 title "

@@ -42,7 +42,7 @@ struct TrainOptions {
                     resume;
   int64_t vocab = 8000;
   double dropout = -1, attention_dropout = -1, relu_dropout = -1;  // -1: the preset's (attention, relu: --dropout's)
-  int64_t d_model = 0, d_ff = 0, heads = 0, layers = 0;             // 0: the preset's
+  int64_t d_model = 0, d_ff = 0, heads = 0, layers = 0;            // 0: the preset's
   int threads = 2;
   std::string device = "cpu", best_by = "bleu", precision = "float32";
   models::TrainerOptions t;
@@ -180,17 +180,27 @@ int64_t estimated_steps(const TrainOptions& o, const std::vector<models::Encoded
 }
 
 MonitorOptions monitor_options(const TrainOptions& o, int64_t total, const models::TransformerConfig& config) {
-  return {.out = o.out, .log_every = o.t.log_every, .total_steps = total, .append = !o.resume.empty(),
-          .run_info = {{"preset", o.preset}, {"seed", o.t.seed}, {"warmup", o.t.warmup}, {"lr_factor", o.t.lr_factor},
-                       {"label_smoothing", o.t.label_smoothing}, {"dropout", config.dropout},
-                       {"pre_norm", config.pre_norm}, {"d_model", config.d_model}}};
+  return {.out = o.out,
+          .log_every = o.t.log_every,
+          .total_steps = total,
+          .append = !o.resume.empty(),
+          .run_info = {{"preset", o.preset},
+                       {"seed", o.t.seed},
+                       {"warmup", o.t.warmup},
+                       {"lr_factor", o.t.lr_factor},
+                       {"label_smoothing", o.t.label_smoothing},
+                       {"dropout", config.dropout},
+                       {"pre_norm", config.pre_norm},
+                       {"d_model", config.d_model}}};
 }
 
 // A new run never replaces a finished or interrupted one.
 void refuse_existing_run(const std::string& out) {
   const std::vector<std::string> files = models::run_files(out);
-  LOOM_CHECK(files.empty(), "train: '{}' already holds a run ({}): continue it with `loom train --resume {}`, or start "
-             "afresh with another --out (or remove the folder first)", out, fmt::join(files, ", "), out);
+  LOOM_CHECK(files.empty(),
+             "train: '{}' already holds a run ({}): continue it with `loom train --resume {}`, or start "
+             "afresh with another --out (or remove the folder first)",
+             out, fmt::join(files, ", "), out);
 }
 
 int run_train(TrainOptions o, const CLI::App& cmd) {
@@ -198,7 +208,8 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
   if (!o.resume.empty()) {
     LOOM_CHECK(cmd.get_option("--out")->count() == 0 || o.out == o.resume,
                "train: --resume '{}' continues that folder's run; --out '{}' would be ignored (to branch a run off, "
-               "copy its folder and --resume the copy)", o.resume, o.out);
+               "copy its folder and --resume the copy)",
+               o.resume, o.out);
     o.out = o.resume;
     take_saved_options(o, cmd);
   }
@@ -239,19 +250,22 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
     trainer = models::Trainer::resume(o.out, std::move(train_pairs), std::move(val_pairs),
                                       [&](models::TrainerOptions& saved) { saved = o.t; });
     if (trainer->finished()) {
-      fmt::print("train: --resume '{}': nothing left to do, the run is at step {} after {} epoch(s) (--epochs {}{}); "
-                 "give a larger --epochs or --max-steps to train on\n",
-                 o.out, trainer->step(), trainer->epoch() - 1, o.t.epochs,
-                 o.t.max_steps > 0 ? fmt::format(", --max-steps {}", o.t.max_steps) : "");
+      fmt::print(
+          "train: --resume '{}': nothing left to do, the run is at step {} after {} epoch(s) (--epochs {}{}); "
+          "give a larger --epochs or --max-steps to train on\n",
+          o.out, trainer->step(), trainer->epoch() - 1, o.t.epochs,
+          o.t.max_steps > 0 ? fmt::format(", --max-steps {}", o.t.max_steps) : "");
       return 0;
     }
   }
   const models::TransformerConfig& config = trainer->config();
-  fmt::print("model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, dropout {} (attention {}, relu {}), {} "
-             "positions; {} threads, {} matmuls\n",
-             o.preset, trainer->model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
-             config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
-             config.learned_positions ? "learned" : "sinusoid", o.threads, o.precision);
+  fmt::print(
+      "model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, dropout {} (attention {}, relu "
+      "{}), {} "
+      "positions; {} threads, {} matmuls\n",
+      o.preset, trainer->model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
+      config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
+      config.learned_positions ? "learned" : "sinusoid", o.threads, o.precision);
   std::fflush(stdout);
   TrainingMonitor monitor(trainer->model(), monitor_options(o, total_steps, config));
   models::TrainerHooks hooks = monitoring_hooks(monitor);
@@ -306,9 +320,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(at_least(0));
   cmd->add_option("--warmup", t.warmup, "Noam warm-up steps")->capture_default_str()->check(at_least(1));
-  cmd->add_option("--lr-factor", t.lr_factor, "Noam factor")
-      ->capture_default_str()
-      ->check(in_range(0, kMaxLrFactor));
+  cmd->add_option("--lr-factor", t.lr_factor, "Noam factor")->capture_default_str()->check(in_range(0, kMaxLrFactor));
   cmd->add_option("--clip", t.clip, "clip the global gradient norm to this (0: off)")
       ->capture_default_str()
       ->check(in_range(0, 1e6));
@@ -341,7 +353,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", t.seed, "initialization, shuffling and dropout seed")
       ->capture_default_str()
       ->check(seed_range());
-  cmd->add_option("--log-every", t.log_every, "steps between progress lines")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--log-every", t.log_every, "steps between progress lines")
+      ->capture_default_str()
+      ->check(at_least(1));
   cmd->add_option("--save-every", t.save_every, "also save a checkpoint every this many steps (0: at epoch ends only)")
       ->capture_default_str()
       ->check(at_least(0));

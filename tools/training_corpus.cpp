@@ -57,8 +57,7 @@ std::string vocabulary_source(const models::ParallelCorpus& train, int64_t piece
   };
   for (const auto& line : train.src) mix(line);
   for (const auto& line : train.tgt) mix(line);
-  return fmt::format("{{\"pieces\": {}, \"corpus\": \"{:016x}\", \"sentences\": {}}}\n", pieces, h,
-                     train.src.size());
+  return fmt::format("{{\"pieces\": {}, \"corpus\": \"{:016x}\", \"sentences\": {}}}\n", pieces, h, train.src.size());
 }
 
 }  // namespace

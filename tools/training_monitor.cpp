@@ -82,8 +82,11 @@ TrainingMonitor::TrainingMonitor(const nn::Module& model, MonitorOptions options
     if (added) layers_.push_back({layer, {}, {}, 0});
     layers_[it->second].params.push_back(param);
   }
-  nlohmann::json run = {{"type", "run"}, {"started", utc_now()}, {"log_every", options_.log_every},
-                        {"total_steps", options_.total_steps}, {"parameters", model.parameter_count()}};
+  nlohmann::json run = {{"type", "run"},
+                        {"started", utc_now()},
+                        {"log_every", options_.log_every},
+                        {"total_steps", options_.total_steps},
+                        {"parameters", model.parameter_count()}};
   run.update(options_.run_info);
   if (!options_.append) write_file(path_, "");  // a new run replaces the old file, atomically
   fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -165,17 +168,21 @@ void TrainingMonitor::step_done(int64_t step, int64_t epoch, double loss, double
           {"rss_bytes", rss},
           {"peak_rss_bytes", peak_rss},
           {"time_s", std::chrono::duration<double>(now - start_).count()}});
-  bar_.print(fmt::format("step {:6d}  epoch {:3d}  loss {:.4f}  lr {:.2e}  grad-norm {:.3f}  {:.0f} target tokens/s  "
-                         "memory: peak {:.0f} MiB, cached {:.0f} MiB, RSS {:.0f} MiB",
-                         step, epoch, mean_loss, lr, global_norm_, tokens_per_s,
-                         memory.peak_bytes_in_use / 1048576.0, memory.bytes_cached / 1048576.0, rss / 1048576.0));
+  bar_.print(
+      fmt::format("step {:6d}  epoch {:3d}  loss {:.4f}  lr {:.2e}  grad-norm {:.3f}  {:.0f} target tokens/s  "
+                  "memory: peak {:.0f} MiB, cached {:.0f} MiB, RSS {:.0f} MiB",
+                  step, epoch, mean_loss, lr, global_norm_, tokens_per_s, memory.peak_bytes_in_use / 1048576.0,
+                  memory.bytes_cached / 1048576.0, rss / 1048576.0));
   captured_ = false;
   window_tokens_ = 0;
   window_start_ = std::chrono::steady_clock::now();  // the line's own cost is not the next window's
 }
 
 void TrainingMonitor::validation(int64_t step, int64_t epoch, double val_loss, std::optional<double> bleu) {
-  nlohmann::json record = {{"type", "val"}, {"step", step}, {"epoch", epoch}, {"val_loss", number(val_loss)},
+  nlohmann::json record = {{"type", "val"},
+                           {"step", step},
+                           {"epoch", epoch},
+                           {"val_loss", number(val_loss)},
                            {"val_ppl", number(std::exp(val_loss))}};
   if (bleu) record["bleu"] = number(*bleu);
   append(record, true);

@@ -30,10 +30,10 @@
 namespace loom::tools {
 
 struct MonitorOptions {
-  std::string out;          // the run folder
-  int64_t log_every = 100;  // steps between lines
-  int64_t total_steps = 0;  // for the bar and ETA (0: unknown)
-  bool append = false;      // a resumed run: keep the file's earlier lines
+  std::string out;                                     // the run folder
+  int64_t log_every = 100;                             // steps between lines
+  int64_t total_steps = 0;                             // for the bar and ETA (0: unknown)
+  bool append = false;                                 // a resumed run: keep the file's earlier lines
   nlohmann::json run_info = nlohmann::json::object();  // added to the "run" line (preset, seed...)
 };
 

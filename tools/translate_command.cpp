@@ -56,8 +56,10 @@ void run_translate(const TranslateOptions& o) {
   for (size_t i = 0; i < lines.size(); ++i) {
     ids.push_back(vocab.encode(lines[i]));
     if (ids.back().size() > max_pieces) {
-      fmt::print(stderr, "loom: warning: translate: line {} of {} has {} pieces, more than the model's {}; "
-                 "translating its first {}\n", i + 1, input_name, ids.back().size(), max_pieces, max_pieces);
+      fmt::print(stderr,
+                 "loom: warning: translate: line {} of {} has {} pieces, more than the model's {}; "
+                 "translating its first {}\n",
+                 i + 1, input_name, ids.back().size(), max_pieces, max_pieces);
       ids.back().resize(max_pieces);
     }
     ids.back().push_back(models::Vocabulary::kEos);
@@ -70,8 +72,10 @@ void run_translate(const TranslateOptions& o) {
   std::vector<size_t> order;
   std::vector<std::string> translations(lines.size());
   for (size_t i = 0; i < lines.size(); ++i) {
-    if (!models::is_blank(lines[i])) order.push_back(i);
-    else if (o.nbest == 0) translations[i] = "\n";
+    if (!models::is_blank(lines[i]))
+      order.push_back(i);
+    else if (o.nbest == 0)
+      translations[i] = "\n";
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   std::optional<KernelProfile> profile;
@@ -84,7 +88,8 @@ void run_translate(const TranslateOptions& o) {
       ++last;
     std::vector<int64_t> flat;
     for (size_t k = first; k < last; ++k) flat.insert(flat.end(), ids[order[k]].begin(), ids[order[k]].end());
-    Tensor src = from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(longest)}, {DType::i64, device});
+    Tensor src =
+        from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(longest)}, {DType::i64, device});
     // The target prefix (bos + output) must fit the positional table too.
     const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(longest) + o.extra_len, model.config().max_len - 1);
     auto hyps = models::beam_search(
@@ -134,7 +139,8 @@ void add_translate_commands(CLI::App& app) {
   cmd->add_flag("--profile", o->profile, "print each kernel's time over the decoding (stderr)");
   cmd->callback([o] { run_translate(*o); });
 
-  auto* bleu = app.add_subcommand("bleu", "corpus BLEU of a hypothesis file against reference files (sacreBLEU's default)");
+  auto* bleu =
+      app.add_subcommand("bleu", "corpus BLEU of a hypothesis file against reference files (sacreBLEU's default)");
   auto hyp = std::make_shared<std::string>();
   auto refs = std::make_shared<std::vector<std::string>>();
   bleu->add_option("hypotheses", *hyp, "translations, one per line")->required();

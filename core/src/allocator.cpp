@@ -59,8 +59,8 @@ void CachingAllocator::deallocate(void* ptr, size_t bytes) {
   if (!ptr) return;
   std::lock_guard lock(mutex_);
   auto it = block_sizes_.find(ptr);
-  LOOM_CHECK(it != block_sizes_.end(), "allocator: freeing {} bytes at {} that this allocator did not hand out",
-             bytes, ptr);
+  LOOM_CHECK(it != block_sizes_.end(), "allocator: freeing {} bytes at {} that this allocator did not hand out", bytes,
+             ptr);
   const size_t block = it->second;
   block_sizes_.erase(it);
   free_lists_[block].push_back(ptr);

@@ -52,7 +52,8 @@ std::source_location CallSite::current() { return tls_callsite; }
 bool CallSite::active() { return tls_callsite_depth > 0; }
 
 GraphScope::GraphScope(std::string_view name) : previous_(tls_scope) {
-  tls_scope = std::make_shared<const std::string>(previous_ ? fmt::format("{}.{}", *previous_, name) : std::string(name));
+  tls_scope =
+      std::make_shared<const std::string>(previous_ ? fmt::format("{}.{}", *previous_, name) : std::string(name));
 }
 GraphScope::~GraphScope() { tls_scope = previous_; }
 std::shared_ptr<const std::string> GraphScope::current() { return tls_scope; }
@@ -187,11 +188,12 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
     auto storage = saved.storage.lock();
     if (!storage || storage->version() == saved.version) continue;
     const TensorMeta& meta = saved.input < 0 ? output : inputs[saved.input];
-    fail("{}: {} (shape {}) was modified in place after the forward pass used it (storage version {} now, {} "
-         "then), so the gradients computed from it would be wrong; clone it before writing to it, or write "
-         "after backward. The op was called from {}",
-         name, saved.input < 0 ? std::string("its output") : fmt::format("input {}", saved.input), meta.shape,
-         storage->version(), saved.version, where_text(where));
+    fail(
+        "{}: {} (shape {}) was modified in place after the forward pass used it (storage version {} now, {} "
+        "then), so the gradients computed from it would be wrong; clone it before writing to it, or write "
+        "after backward. The op was called from {}",
+        name, saved.input < 0 ? std::string("its output") : fmt::format("input {}", saved.input), meta.shape,
+        storage->version(), saved.version, where_text(where));
   }
   BackwardContext ctx(*this);
   return backward(ctx, grad_output);
@@ -226,7 +228,8 @@ Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor o
          where_text(CallSite::current()));
   }
   if (!grad_enabled()) return output;
-  bool any = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  bool any =
+      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
   if (!any) return output;
   auto node = std::make_shared<FunctionNode>();
   node->name = std::string(name);
@@ -238,7 +241,8 @@ Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor o
     node->next.push_back(in.defined() ? gradient_edge(in) : nullptr);
     node->inputs.push_back(in.defined() ? TensorMeta{in.shape(), in.dtype(), in.device()} : TensorMeta{});
     if (in.defined() && in.storage())
-      node->saved_versions.push_back({in.storage(), in.storage()->version(), static_cast<int64_t>(node->inputs.size() - 1)});
+      node->saved_versions.push_back(
+          {in.storage(), in.storage()->version(), static_cast<int64_t>(node->inputs.size() - 1)});
   }
   node->output = {output.shape(), output.dtype(), output.device()};
   // Only a backward that reads the output keeps its memory alive until backward.

@@ -7,8 +7,8 @@
 
 namespace loom::detail {
 extern thread_local const Node* tls_backward_node;  // the node whose backward is running
-extern thread_local int tls_backward_passes;         // backward passes running on this thread (in_backward())
-extern thread_local GradientTrace* tls_trace;        // the gradient trace being recorded, or null
+extern thread_local int tls_backward_passes;        // backward passes running on this thread (in_backward())
+extern thread_local GradientTrace* tls_trace;       // the gradient trace being recorded, or null
 // "file:line (function)" for a node's call site in error messages.
 std::string where_text(const std::source_location& loc);
 }  // namespace loom::detail

@@ -55,7 +55,10 @@ struct Engine {
         bool is_needed = targets.empty() ? true : targets.count(node) > 0;
         if (!is_needed)
           for (const auto& n : node->next)
-            if (n && needed.count(n.get())) { is_needed = true; break; }
+            if (n && needed.count(n.get())) {
+              is_needed = true;
+              break;
+            }
         if (is_needed) needed.insert(node);
         stack.pop_back();
       }
@@ -119,8 +122,8 @@ struct Engine {
         }
         tls_backward_node = outer;
       }
-      LOOM_CHECK(grads.size() == node->next.size(), "{}: backward returned {} gradients for {} inputs",
-                 node->name, grads.size(), node->next.size());
+      LOOM_CHECK(grads.size() == node->next.size(), "{}: backward returned {} gradients for {} inputs", node->name,
+                 grads.size(), node->next.size());
       if (tls_trace) trace(node, grad, grads);
       for (size_t i = 0; i < grads.size(); ++i) {
         Node* next = node->next[i].get();
@@ -128,12 +131,13 @@ struct Engine {
         const Tensor& g = grads[i];
         LOOM_CHECK(g.defined(), "{}: backward returned no gradient for input {}, which needs one", node->name, i);
         LOOM_CHECK(g.shape() == node->inputs[i].shape,
-                   "{}: backward returned a gradient of shape {} for input {} of shape {}", node->name,
-                   g.shape(), i, node->inputs[i].shape);
+                   "{}: backward returned a gradient of shape {} for input {} of shape {}", node->name, g.shape(), i,
+                   node->inputs[i].shape);
         if (anomaly_enabled() && has_non_finite(g))
-          fail("anomaly: the backward of {} produced NaN or Inf in the gradient of input {} (shape {}); "
-               "the op was called from {}",
-               node->name, i, g.shape(), where_text(node->where));
+          fail(
+              "anomaly: the backward of {} produced NaN or Inf in the gradient of input {} (shape {}); "
+              "the op was called from {}",
+              node->name, i, g.shape(), where_text(node->where));
         accumulate(next, g);
         if (--dependencies[next] == 0 && queued.insert(next).second) ready.push(next);
       }
@@ -167,8 +171,8 @@ struct Engine {
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool retain_graph, bool create_graph,
                          bool allow_unused) {
-  LOOM_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
-             "grad: {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size());
+  LOOM_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: {} grad_outputs for {} outputs",
+             grad_outputs.size(), outputs.size());
   Engine engine;
   engine.create_graph = create_graph;
   engine.retain_graph = retain_graph || create_graph;
@@ -186,8 +190,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
       device_fill(seed, 1.0);
     }
     LOOM_CHECK(seed.shape() == out.shape() && seed.dtype() == out.dtype() && seed.device() == out.device(),
-               "grad: seed gradient {} {} {} does not match output {} {} {}", seed.shape(),
-               dtype_name(seed.dtype()), seed.device(), out.shape(), dtype_name(out.dtype()), out.device());
+               "grad: seed gradient {} {} {} does not match output {} {} {}", seed.shape(), dtype_name(seed.dtype()),
+               seed.device(), out.shape(), dtype_name(out.dtype()), out.device());
     roots.push_back(gradient_edge(out));
     seeds.push_back(seed);
   }

@@ -49,8 +49,9 @@ GradientFlow combine(const GradientFlow& a, const GradientFlow& b) {
 }  // namespace
 
 std::string graph_dot(const Tensor& root, const GraphDotOptions& options) {
-  std::string out = "digraph loom {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n"
-                    "  edge [fontname=\"monospace\", fontsize=9];\n";
+  std::string out =
+      "digraph loom {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n"
+      "  edge [fontname=\"monospace\", fontsize=9];\n";
   if (!root.requires_grad()) return out + "}\n";
   const GradientTrace* trace = options.trace;
 
@@ -102,7 +103,8 @@ std::string graph_dot(const Tensor& root, const GraphDotOptions& options) {
     if (n->is_accumulator()) {
       auto leaf = static_cast<const AccumulateGrad*>(n)->leaf.lock();
       std::string leaf_name = leaf && !leaf->name.empty() ? leaf->name : "leaf";
-      label = fmt::format("{} (requires grad)\\n{} {}", dot_escape(leaf_name), n->output.shape, dtype_name(n->output.dtype));
+      label = fmt::format("{} (requires grad)\\n{} {}", dot_escape(leaf_name), n->output.shape,
+                          dtype_name(n->output.dtype));
       bool bad_leaf = leaf && has_non_finite(Tensor(leaf).detach());
       style = bad_leaf ? ", style=filled, fillcolor=red, fontcolor=white" : ", style=filled, fillcolor=lightblue";
     } else {
@@ -178,9 +180,12 @@ std::string graph_dot(const Tensor& root, const GraphDotOptions& options) {
       }
       auto key = std::make_pair(from, to);
       auto [it, inserted] = merged.emplace(key, flow);
-      if (inserted) merged_order.push_back(key);
-      else if (it->second && flow) it->second = combine(*it->second, *flow);
-      else it->second = std::nullopt;
+      if (inserted)
+        merged_order.push_back(key);
+      else if (it->second && flow)
+        it->second = combine(*it->second, *flow);
+      else
+        it->second = std::nullopt;
     }
   }
   for (const auto& key : merged_order) {

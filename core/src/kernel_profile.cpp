@@ -19,8 +19,8 @@ struct Totals {
   int64_t nanoseconds = 0;
 };
 std::map<std::pair<std::string, std::string>, Totals> g_totals;  // (kernel, phase)
-thread_local int tls_depth = 0;                // kernel calls open on this thread
-thread_local const char* tls_phase = nullptr;  // the innermost KernelPhase's name
+thread_local int tls_depth = 0;                                  // kernel calls open on this thread
+thread_local const char* tls_phase = nullptr;                    // the innermost KernelPhase's name
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -50,7 +50,8 @@ std::vector<KernelTime> KernelProfile::rows() const {
     for (const auto& [key, totals] : g_totals)
       rows.push_back({key.first, key.second, totals.calls, static_cast<double>(totals.nanoseconds) * 1e-9});
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
   return rows;
 }
 

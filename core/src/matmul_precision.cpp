@@ -12,8 +12,6 @@ MatmulPrecision matmul_precision() { return g_matmul_precision.load(std::memory_
 
 MatmulPrecision set_matmul_precision(MatmulPrecision precision) { return g_matmul_precision.exchange(precision); }
 
-const char* to_string(MatmulPrecision precision) {
-  return precision == MatmulPrecision::bf16 ? "bf16" : "float32";
-}
+const char* to_string(MatmulPrecision precision) { return precision == MatmulPrecision::bf16 ? "bf16" : "float32"; }
 
 }  // namespace loom

@@ -9,7 +9,7 @@ namespace loom {
 
 namespace {
 
-constexpr int64_t kEdgeItems = 3;    // shown at each end of a long dim
+constexpr int64_t kEdgeItems = 3;     // shown at each end of a long dim
 constexpr int64_t kThreshold = 1000;  // summarize tensors with more elements
 
 struct Style {
@@ -28,8 +28,8 @@ std::string format_value(double v, DType dtype, const Style& style) {
   return fmt::format("{:.4f}", v);
 }
 
-void format_dim(std::string& out, const std::vector<double>& values, const Shape& shape, int64_t dim,
-                int64_t base, const Style& style, DType dtype, bool summarize, int indent) {
+void format_dim(std::string& out, const std::vector<double>& values, const Shape& shape, int64_t dim, int64_t base,
+                const Style& style, DType dtype, bool summarize, int indent) {
   int64_t n = shape[dim];
   int64_t inner = 1;
   for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
@@ -45,8 +45,10 @@ void format_dim(std::string& out, const std::vector<double>& values, const Shape
       format_dim(out, values, shape, dim + 1, base + i * inner, style, dtype, summarize, indent + 1);
     }
     if (i + 1 < n) {
-      if (dim + 1 == static_cast<int64_t>(shape.size())) out += ", ";
-      else out += "," + std::string(shape.size() - dim - 1, '\n') + std::string(indent + 1, ' ');
+      if (dim + 1 == static_cast<int64_t>(shape.size()))
+        out += ", ";
+      else
+        out += "," + std::string(shape.size() - dim - 1, '\n') + std::string(indent + 1, ' ');
     }
   }
   out += ']';
@@ -67,7 +69,8 @@ std::string format_tensor(const Tensor& t) {
     if (v != 0) min_abs = std::min(min_abs, std::abs(v));
   }
   if (is_floating(t.dtype()) && !style.integer_values && (max_abs >= 1e8 || min_abs < 1e-4)) style.scientific = true;
-  for (double v : values) style.width = std::max<int>(style.width, static_cast<int>(format_value(v, t.dtype(), style).size()));
+  for (double v : values)
+    style.width = std::max<int>(style.width, static_cast<int>(format_value(v, t.dtype(), style).size()));
   bool summarize = t.numel() > kThreshold;
 
   std::string out = "tensor(";
@@ -79,8 +82,10 @@ std::string format_tensor(const Tensor& t) {
   if (t.dtype() != DType::f32 && t.dtype() != DType::i64 && t.dtype() != DType::b8)
     out += fmt::format(", dtype={}", dtype_name(t.dtype()));
   if (!t.device().is_cpu()) out += fmt::format(", device='{}'", t.device());
-  if (t.grad_fn()) out += fmt::format(", grad_fn=<{}>", t.grad_fn()->name);
-  else if (t.requires_grad()) out += ", requires_grad=True";
+  if (t.grad_fn())
+    out += fmt::format(", grad_fn=<{}>", t.grad_fn()->name);
+  else if (t.requires_grad())
+    out += ", requires_grad=True";
   out += ')';
   if (summarize) out += fmt::format("  # shape {}", t.shape());
   return out;

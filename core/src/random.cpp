@@ -11,9 +11,7 @@ Generator& default_generator() {
   return gen;
 }
 
-void manual_seed(uint64_t seed) {
-  default_generator() = Generator(seed);
-}
+void manual_seed(uint64_t seed) { default_generator() = Generator(seed); }
 
 namespace {
 // Fills a host tensor: element i is value(i) for a pure function of i.

@@ -114,7 +114,7 @@ T Tensor::item() const {
   return to_vector<T>()[0];
 }
 
-#define LOOM_INSTANTIATE(T) \
+#define LOOM_INSTANTIATE(T)                             \
   template std::vector<T> Tensor::to_vector<T>() const; \
   template T Tensor::item<T>() const;
 LOOM_INSTANTIATE(float)
@@ -127,10 +127,9 @@ LOOM_INSTANTIATE(bool)
 bool Tensor::requires_grad() const { return impl().requires_grad || impl().grad_fn != nullptr; }
 
 Tensor& Tensor::requires_grad_(bool enabled) {
-  LOOM_CHECK(is_leaf(), "requires_grad_: only leaf tensors can be marked; this one comes from {}",
-             grad_fn()->name);
-  LOOM_CHECK(!enabled || is_floating(dtype()),
-             "requires_grad_: only floating tensors can require gradients, got {}", dtype_name(dtype()));
+  LOOM_CHECK(is_leaf(), "requires_grad_: only leaf tensors can be marked; this one comes from {}", grad_fn()->name);
+  LOOM_CHECK(!enabled || is_floating(dtype()), "requires_grad_: only floating tensors can require gradients, got {}",
+             dtype_name(dtype()));
   impl().requires_grad = enabled;
   return *this;
 }
@@ -141,18 +140,18 @@ void Tensor::undefined_tensor_error() {
     const std::source_location at = CallSite::current();
     where = fmt::format(" in the op called at {}:{} ({})", at.file_name(), at.line(), at.function_name());
   }
-  fail("tensor: use of an undefined tensor{}: a Tensor() never assigned, or the .grad() of a tensor that no "
-       "backward has reached yet (call backward() first; an input the loss does not depend on has none)",
-       where);
+  fail(
+      "tensor: use of an undefined tensor{}: a Tensor() never assigned, or the .grad() of a tensor that no "
+      "backward has reached yet (call backward() first; an input the loss does not depend on has none)",
+      where);
 }
 
 Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
 
 void Tensor::set_grad(const Tensor& g) const {
   if (g.defined())
-    LOOM_CHECK(g.shape() == shape() && g.dtype() == dtype(),
-               "set_grad: gradient {} {} does not match tensor {} {}", g.shape(), dtype_name(g.dtype()),
-               shape(), dtype_name(dtype()));
+    LOOM_CHECK(g.shape() == shape() && g.dtype() == dtype(), "set_grad: gradient {} {} does not match tensor {} {}",
+               g.shape(), dtype_name(g.dtype()), shape(), dtype_name(dtype()));
   impl().grad = g.impl_ptr();
 }
 
@@ -191,7 +190,8 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
 }
 
 void device_fill(const Tensor& t, double value) {
-  LOOM_CHECK(t.is_contiguous(), "device_fill: tensor of shape {} with strides {} must be contiguous", t.shape(), t.strides());
+  LOOM_CHECK(t.is_contiguous(), "device_fill: tensor of shape {} with strides {} must be contiguous", t.shape(),
+             t.strides());
   dispatch_storage(t.dtype(), "device_fill", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value);
@@ -240,14 +240,12 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType d
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options) {
   LOOM_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
-             "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape,
-             shape_numel(shape));
+             "from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape, shape_numel(shape));
   Tensor host = tensor_from(values, shape, options.dtype);
   if (options.device.is_cpu()) return host;
   Tensor out = Tensor::empty(shape, options);
   KernelScope device_call;
-  backend(options.device.type)
-      .copy(out.raw_data(), options.device, host.raw_data(), kCPU, host.storage()->nbytes());
+  backend(options.device.type).copy(out.raw_data(), options.device, host.raw_data(), kCPU, host.storage()->nbytes());
   return out;
 }
 template Tensor from_vector(const std::vector<float>&, const Shape&, TensorOptions);

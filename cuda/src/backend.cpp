@@ -48,7 +48,8 @@ class DeviceAllocator final : public CachingAllocator {
     const cudaError_t status = cudaFree(ptr);
     cudaSetDevice(previous);
     if (status != cudaSuccess && status != cudaErrorCudartUnloading)
-      std::fprintf(stderr, "loom: warning: cuda: cudaFree on cuda:%d failed: %s\n", device_, cudaGetErrorString(status));
+      std::fprintf(stderr, "loom: warning: cuda: cudaFree on cuda:%d failed: %s\n", device_,
+                   cudaGetErrorString(status));
     cudaGetLastError();
   }
 
@@ -73,13 +74,15 @@ class CudaBackend final : public Backend {
       // Between two GPUs: the source's pending work first, then a peer copy.
       synchronize(src_device.index);
       DeviceGuard guard(dst_device.index);
-      LOOM_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream(dst_device.index)));
+      LOOM_CUDA_CHECK(
+          cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream(dst_device.index)));
       return;
     }
     const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
     DeviceGuard guard(device);
-    cudaMemcpyKind kind = dst_device.is_cuda() ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-                                               : cudaMemcpyDeviceToHost;
+    cudaMemcpyKind kind = dst_device.is_cuda()
+                              ? (src_device.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                              : cudaMemcpyDeviceToHost;
     // Host to device from pageable memory returns once the source is staged, so
     // the host buffer may be freed right after; device to host waits, so the
     // host reads the finished value.

@@ -9,7 +9,8 @@ namespace loom::cuda {
 namespace {
 
 // Every target id in [0, V) or ignore_index, else the CPU's error.
-void check_targets(const Tensor& logits, const Tensor& target, const kernels::CrossEntropyArgs& a, cudaStream_t stream) {
+void check_targets(const Tensor& logits, const Tensor& target, const kernels::CrossEntropyArgs& a,
+                   cudaStream_t stream) {
   const int64_t V = logits.shape().back();
   Tensor scratch = Tensor::empty({1}, {DType::i64, logits.device()});
   BadId bad = find_bad_id(static_cast<const int64_t*>(target.raw_data()), target.numel(), V, a.ignore_index, true,

@@ -36,7 +36,8 @@ __device__ void row_lse(const T* xr, int64_t n, double* scratch, double& mx, dou
 
 // row_loss[r] = -sum_j w_j log p_j, w_j = eps / n + (1 - eps) [j == target]; 0 on ignored rows.
 template <typename T>
-__global__ void row_loss_kernel(Rows s, double* row_loss, const T* x, const int64_t* target, double eps, int64_t ignore) {
+__global__ void row_loss_kernel(Rows s, double* row_loss, const T* x, const int64_t* target, double eps,
+                                int64_t ignore) {
   __shared__ double scratch[kMaxBlockThreads];
   const int64_t n = s.size;
   for (int64_t r = blockIdx.x; r < s.rows; r += gridDim.x) {
@@ -127,8 +128,8 @@ void launch_cross_entropy(Rows s, void* loss, const void* logits, const int64_t*
         s, row_loss, static_cast<const T*>(logits), target, smoothing, ignore_index);
     check_kernel_launch("row_loss_kernel");
   }
-  mean_loss_kernel<T><<<1, kMaxBlockThreads, 0, stream>>>(s, static_cast<T*>(loss), row_loss, target, ignore_index,
-                                                          nullptr);
+  mean_loss_kernel<T>
+      <<<1, kMaxBlockThreads, 0, stream>>>(s, static_cast<T*>(loss), row_loss, target, ignore_index, nullptr);
   check_kernel_launch("mean_loss_kernel");
 }
 

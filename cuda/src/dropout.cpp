@@ -27,8 +27,10 @@ void dropout_backward(const Tensor& out, const Tensor& grad, const Tensor& mask,
 LOOM_KERNELS(cuda_dropout) {
   register_kernel<kernels::DropoutKernel>("dropout", DeviceType::cuda, DType::f32, dropout<float>);
   register_kernel<kernels::DropoutKernel>("dropout", DeviceType::cuda, DType::f64, dropout<double>);
-  register_kernel<kernels::DropoutBackwardKernel>("dropout_backward", DeviceType::cuda, DType::f32, dropout_backward<float>);
-  register_kernel<kernels::DropoutBackwardKernel>("dropout_backward", DeviceType::cuda, DType::f64, dropout_backward<double>);
+  register_kernel<kernels::DropoutBackwardKernel>("dropout_backward", DeviceType::cuda, DType::f32,
+                                                  dropout_backward<float>);
+  register_kernel<kernels::DropoutBackwardKernel>("dropout_backward", DeviceType::cuda, DType::f64,
+                                                  dropout_backward<double>);
 }
 
 }  // namespace loom::cuda

@@ -61,12 +61,12 @@ void launch_dropout_backward(void* out, const void* grad, const uint32_t* mask, 
                              cudaStream_t stream) {
   if (n == 0) return;
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-  dropout_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(grad),
-                                                                     mask, n, scale);
+  dropout_backward_kernel<T>
+      <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(grad), mask, n, scale);
   check_kernel_launch("dropout_backward_kernel");
 }
 
-#define LOOM_CUDA_DROPOUT(T)                                                                                       \
+#define LOOM_CUDA_DROPOUT(T)                                                                                         \
   template void launch_dropout<T>(void*, uint32_t*, const void*, int64_t, double, uint64_t, uint64_t, cudaStream_t); \
   template void launch_dropout_backward<T>(void*, const void*, const uint32_t*, int64_t, double, cudaStream_t);
 LOOM_CUDA_DROPOUT(float)

@@ -17,5 +17,4 @@ template <typename T>
 void launch_dropout_backward(void* out, const void* grad, const uint32_t* mask, int64_t n, double p,
                              cudaStream_t stream);
 
-
 }  // namespace loom::cuda

@@ -20,8 +20,7 @@ template <BinaryOp op, typename T>
 void binary(const Tensor& out, const Tensor& a, const Tensor& b) {
   OnDevice on(out);
   Strided<3> s = strided<3>("elementwise", out.shape(),
-                            {out.strides(), broadcast_strides(a, out.shape()),
-                             broadcast_strides(b, out.shape())});
+                            {out.strides(), broadcast_strides(a, out.shape()), broadcast_strides(b, out.shape())});
   launch_binary<T>(op, s, out.raw_data(), a.raw_data(), b.raw_data(), on.stream());
 }
 

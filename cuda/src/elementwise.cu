@@ -41,9 +41,12 @@ __global__ void where_kernel(Strided<4> s, T* out, const bool* condition, const 
 // A functor with its scalar attributes (pow's exponent, clamp's bounds) filled in.
 template <typename F>
 F with_scalars(double a, double b) {
-  if constexpr (std::is_constructible_v<F, double, double>) return F{a, b};
-  else if constexpr (std::is_constructible_v<F, double>) return F{a};
-  else return F{};
+  if constexpr (std::is_constructible_v<F, double, double>)
+    return F{a, b};
+  else if constexpr (std::is_constructible_v<F, double>)
+    return F{a};
+  else
+    return F{};
 }
 
 template <typename Out, typename A, typename F>
@@ -66,8 +69,8 @@ void run_binary(const Strided<3>& s, void* out, const void* a, const void* b, F 
 template <typename T>
 void launch_unary(UnaryOp op, const Strided<2>& s, void* out, const void* x, double a, double b, cudaStream_t stream) {
   switch (op) {
-#define LOOM_CUDA_CASE(name, functor, types)                                                            \
-  case UnaryOp::name:                                                                                   \
+#define LOOM_CUDA_CASE(name, functor, types)                                                                        \
+  case UnaryOp::name:                                                                                               \
     if constexpr (contains<T>(types{})) return run_unary<T, T>(s, out, x, with_scalars<fn::functor>(a, b), stream); \
     break;
     LOOM_CUDA_UNARY_OPS(LOOM_CUDA_CASE)
@@ -79,14 +82,14 @@ void launch_unary(UnaryOp op, const Strided<2>& s, void* out, const void* x, dou
 template <typename T>
 void launch_binary(BinaryOp op, const Strided<3>& s, void* out, const void* a, const void* b, cudaStream_t stream) {
   switch (op) {
-#define LOOM_CUDA_CASE(name, functor, types)                                                     \
-  case BinaryOp::name:                                                                           \
+#define LOOM_CUDA_CASE(name, functor, types)                                                          \
+  case BinaryOp::name:                                                                                \
     if constexpr (contains<T>(types{})) return run_binary<T, T>(s, out, a, b, fn::functor{}, stream); \
     break;
     LOOM_CUDA_BINARY_OPS(LOOM_CUDA_CASE)
 #undef LOOM_CUDA_CASE
-#define LOOM_CUDA_CASE(name, functor, types)                                                        \
-  case BinaryOp::name:                                                                              \
+#define LOOM_CUDA_CASE(name, functor, types)                                                             \
+  case BinaryOp::name:                                                                                   \
     if constexpr (contains<T>(types{})) return run_binary<bool, T>(s, out, a, b, fn::functor{}, stream); \
     break;
     LOOM_CUDA_COMPARE_OPS(LOOM_CUDA_CASE)
@@ -99,8 +102,8 @@ template <typename T>
 void launch_where(const Strided<4>& s, void* out, const void* condition, const void* a, const void* b,
                   cudaStream_t stream) {
   if (s.numel == 0) return;
-  where_kernel<<<blocks_for(s.numel), kThreads, 0, stream>>>(s, static_cast<T*>(out), static_cast<const bool*>(condition),
-                                                             static_cast<const T*>(a), static_cast<const T*>(b));
+  where_kernel<<<blocks_for(s.numel), kThreads, 0, stream>>>(
+      s, static_cast<T*>(out), static_cast<const bool*>(condition), static_cast<const T*>(a), static_cast<const T*>(b));
   check_kernel_launch("where_kernel");
 }
 
@@ -112,10 +115,10 @@ void launch_cast(ElementType to, const Strided<2>& s, void* out, const void* x, 
   });
 }
 
-#define LOOM_CUDA_INSTANTIATE(T)                                                                                  \
-  template void launch_unary<T>(UnaryOp, const Strided<2>&, void*, const void*, double, double, cudaStream_t);   \
-  template void launch_binary<T>(BinaryOp, const Strided<3>&, void*, const void*, const void*, cudaStream_t);    \
-  template void launch_where<T>(const Strided<4>&, void*, const void*, const void*, const void*, cudaStream_t);   \
+#define LOOM_CUDA_INSTANTIATE(T)                                                                                \
+  template void launch_unary<T>(UnaryOp, const Strided<2>&, void*, const void*, double, double, cudaStream_t);  \
+  template void launch_binary<T>(BinaryOp, const Strided<3>&, void*, const void*, const void*, cudaStream_t);   \
+  template void launch_where<T>(const Strided<4>&, void*, const void*, const void*, const void*, cudaStream_t); \
   template void launch_cast<T>(ElementType, const Strided<2>&, void*, const void*, cudaStream_t);
 LOOM_CUDA_FOR_EACH_TYPE(LOOM_CUDA_INSTANTIATE)
 #undef LOOM_CUDA_INSTANTIATE

@@ -8,6 +8,8 @@
 
 #include <cuda_runtime_api.h>
 
+// The lists read as tables: clang-format leaves them as written.
+// clang-format off
 // X(name, functor, types): out = functor(x), out and x of one type.
 #define LOOM_CUDA_UNARY_OPS(X)                                                                              \
   X(neg, Neg, Numeric) X(abs, Abs, Numeric) X(sign, Sign, Numeric) X(relu, Relu, Numeric) X(step, Step, Numeric) \
@@ -27,6 +29,7 @@
 // X(name, functor, types): bool out = functor(a, b).
 #define LOOM_CUDA_COMPARE_OPS(X) \
   X(eq, Eq, All) X(ne, Ne, All) X(lt, Lt, All) X(le, Le, All) X(gt, Gt, All) X(ge, Ge, All)
+// clang-format on
 
 namespace loom::cuda {
 

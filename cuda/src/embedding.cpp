@@ -12,8 +12,8 @@ namespace {
 // Every id in [0, vocab), else the CPU's error.
 void check_ids(std::string_view op, const Tensor& ids, int64_t vocab, cudaStream_t stream) {
   Tensor scratch = Tensor::empty({1}, {DType::i64, ids.device()});
-  BadId bad = find_bad_id(static_cast<const int64_t*>(ids.raw_data()), ids.numel(), vocab, 0, false,
-                          scratch.raw_data(), stream);
+  BadId bad = find_bad_id(static_cast<const int64_t*>(ids.raw_data()), ids.numel(), vocab, 0, false, scratch.raw_data(),
+                          stream);
   LOOM_CHECK(bad.position < 0, "{}: id {} is out of range for a vocabulary of {}", op, bad.id, vocab);
 }
 

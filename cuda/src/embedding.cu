@@ -26,8 +26,10 @@ __device__ int64_t lower_bound(const int64_t* sorted, int64_t n, int64_t value) 
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (sorted[mid] < value) lo = mid + 1;
-    else hi = mid;
+    if (sorted[mid] < value)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -51,7 +53,8 @@ __global__ void embedding_backward_kernel(T* out, const T* grad, const int64_t* 
 }
 
 __global__ void iota_kernel(int64_t* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) out[i] = i;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = i;
 }
 
 // The scratch layout of the backward: sorted ids, positions in, positions out, cub's temporaries.
@@ -102,16 +105,17 @@ void launch_embedding_backward(void* out, const void* grad, const int64_t* ids, 
                       "cub::DeviceRadixSort::SortPairs");
   }
   const int threads = dim >= kThreads ? kThreads : 32 * static_cast<int>((dim + 31) / 32);
-  embedding_backward_kernel<T><<<vocab < kMaxBlocks ? vocab : kMaxBlocks, threads, 0, stream>>>(
-      static_cast<T*>(out), static_cast<const T*>(grad), s.sorted_ids, s.order, n, vocab, dim, padding_idx);
+  const int64_t blocks = vocab < kMaxBlocks ? vocab : kMaxBlocks;
+  embedding_backward_kernel<T><<<blocks, threads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(grad),
+                                                               s.sorted_ids, s.order, n, vocab, dim, padding_idx);
   check_kernel_launch("embedding_backward_kernel");
 }
 
-#define LOOM_CUDA_EMBEDDING(T)                                                                                  \
-  template void launch_embedding<T>(void*, const void*, int64_t, int64_t, const int64_t*, int64_t, int64_t,     \
-                                    cudaStream_t);                                                              \
-  template void launch_embedding_backward<T>(void*, const void*, const int64_t*, int64_t, int64_t, int64_t,     \
-                                             int64_t, void*, size_t, cudaStream_t);
+#define LOOM_CUDA_EMBEDDING(T)                                                                                       \
+  template void launch_embedding<T>(void*, const void*, int64_t, int64_t, const int64_t*, int64_t, int64_t,          \
+                                    cudaStream_t);                                                                   \
+  template void launch_embedding_backward<T>(void*, const void*, const int64_t*, int64_t, int64_t, int64_t, int64_t, \
+                                             void*, size_t, cudaStream_t);
 LOOM_CUDA_EMBEDDING(float)
 LOOM_CUDA_EMBEDDING(double)
 LOOM_CUDA_EMBEDDING(int32_t)

@@ -20,5 +20,4 @@ template <typename T>
 void launch_embedding_backward(void* out, const void* grad, const int64_t* ids, int64_t n, int64_t vocab, int64_t dim,
                                int64_t padding_idx, void* scratch, size_t scratch_bytes, cudaStream_t stream);
 
-
 }  // namespace loom::cuda

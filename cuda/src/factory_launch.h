@@ -11,5 +11,4 @@ namespace loom::cuda {
 template <typename T>
 void launch_arange(void* out, int64_t n, cudaStream_t stream);
 
-
 }  // namespace loom::cuda

@@ -40,8 +40,10 @@ __global__ void index_accumulate_kernel(AccumulateBox b, T* out, const T* src, c
       const int64_t c = rest % b.sizes[d];
       rest /= b.sizes[d];
       out_offset += c * b.out_strides[d];
-      if (d == b.dim) target = c;
-      else src_base += c * b.src_strides[d];
+      if (d == b.dim)
+        target = c;
+      else
+        src_base += c * b.src_strides[d];
     }
     T acc = out[out_offset];
     for (int64_t k = 0; k < b.positions; ++k) {
@@ -75,18 +77,20 @@ template <typename T>
 void launch_index_read(bool per_element, int dim, const Box& box, void* out, const void* x, const int64_t* index,
                        cudaStream_t stream) {
   if (box.numel == 0) return;
-  index_read_kernel<T><<<blocks_for(box.numel), kThreads, 0, stream>>>(box, static_cast<T*>(out),
-                                                                       static_cast<const T*>(x), index, dim, per_element);
+  index_read_kernel<T><<<blocks_for(box.numel), kThreads, 0, stream>>>(
+      box, static_cast<T*>(out), static_cast<const T*>(x), index, dim, per_element);
   check_kernel_launch("index_read_kernel");
 }
 
-#define LOOM_CUDA_INSTANTIATE(T)                                                                       \
-  template void launch_triangle<T>(bool, int64_t, const Box&, void*, const void*, cudaStream_t);       \
+#define LOOM_CUDA_INSTANTIATE(T)                                                                 \
+  template void launch_triangle<T>(bool, int64_t, const Box&, void*, const void*, cudaStream_t); \
   template void launch_index_read<T>(bool, int, const Box&, void*, const void*, const int64_t*, cudaStream_t);
 LOOM_CUDA_FOR_EACH_TYPE(LOOM_CUDA_INSTANTIATE)
 #undef LOOM_CUDA_INSTANTIATE
-template void launch_index_accumulate<float>(bool, const AccumulateBox&, void*, const void*, const int64_t*, cudaStream_t);
-template void launch_index_accumulate<double>(bool, const AccumulateBox&, void*, const void*, const int64_t*, cudaStream_t);
+template void launch_index_accumulate<float>(bool, const AccumulateBox&, void*, const void*, const int64_t*,
+                                             cudaStream_t);
+template void launch_index_accumulate<double>(bool, const AccumulateBox&, void*, const void*, const int64_t*,
+                                              cudaStream_t);
 template void launch_index_accumulate<int32_t>(bool, const AccumulateBox&, void*, const void*, const int64_t*,
                                                cudaStream_t);
 template void launch_index_accumulate<int64_t>(bool, const AccumulateBox&, void*, const void*, const int64_t*,

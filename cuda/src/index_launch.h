@@ -32,10 +32,10 @@ void launch_index_read(bool per_element, int dim, const Box& box, void* out, con
 // sort-based pass would be faster for long ones).
 struct AccumulateBox {
   int ndim = 0, dim = 0;
-  int64_t work = 0;                // src's elements with dim's size replaced by out's
-  int64_t sizes[kMaxDims] = {};    // src's sizes, out's size along dim
+  int64_t work = 0;              // src's elements with dim's size replaced by out's
+  int64_t sizes[kMaxDims] = {};  // src's sizes, out's size along dim
   int64_t out_strides[kMaxDims] = {}, src_strides[kMaxDims] = {};
-  int64_t positions = 0;           // src's size along dim
+  int64_t positions = 0;  // src's size along dim
 };
 template <typename T>
 void launch_index_accumulate(bool per_element, const AccumulateBox& box, void* out, const void* src,

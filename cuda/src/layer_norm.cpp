@@ -26,9 +26,9 @@ void layer_norm_backward(const Tensor& dx, const Tensor& params, const Tensor& x
     row_stats = Tensor::empty({s.rows, 2}, {x.dtype(), x.device()});
     launch_layer_norm<T>(s, nullptr, row_stats.raw_data(), x.raw_data(), nullptr, nullptr, eps, on.stream());
   }
-  launch_layer_norm_backward<T>(s, dx.defined() ? dx.raw_data() : nullptr, params.defined() ? params.raw_data() : nullptr,
-                                x.raw_data(), data_or_null(weight), grad.raw_data(), row_stats.raw_data(), eps,
-                                on.stream());
+  launch_layer_norm_backward<T>(s, dx.defined() ? dx.raw_data() : nullptr,
+                                params.defined() ? params.raw_data() : nullptr, x.raw_data(), data_or_null(weight),
+                                grad.raw_data(), row_stats.raw_data(), eps, on.stream());
 }
 
 template <typename T>

@@ -118,14 +118,16 @@ void launch_layer_norm_backward(Rows s, void* dx, void* params, const void* x, c
     check_kernel_launch("layer_norm_dx_kernel");
   }
   if (params) {
-    layer_norm_params_kernel<T><<<blocks_for(s.size), kThreads, 0, stream>>>(
-        s, static_cast<T*>(params), static_cast<const T*>(x), static_cast<const T*>(grad), static_cast<const T*>(stats));
+    layer_norm_params_kernel<T>
+        <<<blocks_for(s.size), kThreads, 0, stream>>>(s, static_cast<T*>(params), static_cast<const T*>(x),
+                                                      static_cast<const T*>(grad), static_cast<const T*>(stats));
     check_kernel_launch("layer_norm_params_kernel");
   }
 }
 
 template void launch_layer_norm<float>(Rows, void*, void*, const void*, const void*, const void*, double, cudaStream_t);
-template void launch_layer_norm<double>(Rows, void*, void*, const void*, const void*, const void*, double, cudaStream_t);
+template void launch_layer_norm<double>(Rows, void*, void*, const void*, const void*, const void*, double,
+                                        cudaStream_t);
 template void launch_layer_norm_backward<float>(Rows, void*, void*, const void*, const void*, const void*, const void*,
                                                 double, cudaStream_t);
 template void launch_layer_norm_backward<double>(Rows, void*, void*, const void*, const void*, const void*, const void*,

@@ -47,8 +47,8 @@ int blas_int(int64_t v, const char* what) {
 // CPU's rule; the bfloat16 dtype: bf16 in and out, float32 sums, one rounding
 // (or float32 out, float_out: the sums kept).
 template <typename T>
-void gemm_batched(cublasHandle_t handle, const BlasOperand& a, const BlasOperand& b, void* c, const T* pa,
-                  const T* pb, int64_t m, int64_t n, int64_t k, int64_t batches, int64_t stride_a, int64_t stride_b,
+void gemm_batched(cublasHandle_t handle, const BlasOperand& a, const BlasOperand& b, void* c, const T* pa, const T* pb,
+                  int64_t m, int64_t n, int64_t k, int64_t batches, int64_t stride_a, int64_t stride_b,
                   int64_t stride_c, bool float_out) {
   const int im = blas_int(m, "M"), in = blas_int(n, "N"), ik = blas_int(k, "K"), count = blas_int(batches, "batch");
   const int lda = blas_int(a.ld, "lda"), ldb = blas_int(b.ld, "ldb");

@@ -37,11 +37,15 @@ struct SquareSumReducer {
 
 template <typename T>
 __device__ T lowest() {
-  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-  else return std::numeric_limits<T>::lowest();
+  if constexpr (std::numeric_limits<T>::has_infinity)
+    return -std::numeric_limits<T>::infinity();
+  else
+    return std::numeric_limits<T>::lowest();
 }
 template <typename T>
-__device__ bool is_nan(T v) { return v != v; }
+__device__ bool is_nan(T v) {
+  return v != v;
+}
 
 // NaN wins and stays (PyTorch's amax).
 template <typename T>
@@ -123,7 +127,8 @@ void run(const ReduceShape& s, void* out, const void* x, R reducer, cudaStream_t
   if (s.outputs == 0) return;
   const int threads = row_threads(s.reduced);
   const int64_t blocks = s.outputs < kMaxBlocks ? s.outputs : kMaxBlocks;
-  reduce_kernel<<<blocks, threads, 0, stream>>>(s, static_cast<typename R::Out*>(out), static_cast<const T*>(x), reducer);
+  reduce_kernel<<<blocks, threads, 0, stream>>>(s, static_cast<typename R::Out*>(out), static_cast<const T*>(x),
+                                                reducer);
   check_kernel_launch("reduce_kernel");
 }
 

@@ -91,8 +91,8 @@ void fail_kernel(const char* message) { fail("cuda: {}", message); }
 
 void check_kernel_launch(const char* kernel) {
   cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess) fail("cuda: launching {} failed: {} ({})", kernel, cudaGetErrorString(status),
-                                  cudaGetErrorName(status));
+  if (status != cudaSuccess)
+    fail("cuda: launching {} failed: {} ({})", kernel, cudaGetErrorString(status), cudaGetErrorName(status));
 }
 
 bool tf32_enabled() { return g_tf32; }

@@ -17,14 +17,14 @@ namespace loom::cuda {
 }  // namespace loom::cuda
 
 // LOOM_CUDA_CHECK(cudaMalloc(&p, n)): a loom::Error "cuda: cudaMalloc(&p, n) failed: out of memory".
-#define LOOM_CUDA_CHECK(call)                                                     \
-  do {                                                                            \
-    cudaError_t loom_cuda_status_ = (call);                                       \
+#define LOOM_CUDA_CHECK(call)                                                                \
+  do {                                                                                       \
+    cudaError_t loom_cuda_status_ = (call);                                                  \
     if (loom_cuda_status_ != cudaSuccess) ::loom::cuda::fail_cuda(loom_cuda_status_, #call); \
   } while (0)
-#define LOOM_CUBLAS_CHECK(call)                                                   \
-  do {                                                                            \
-    cublasStatus_t loom_cublas_status_ = (call);                                  \
+#define LOOM_CUBLAS_CHECK(call)                                                                              \
+  do {                                                                                                       \
+    cublasStatus_t loom_cublas_status_ = (call);                                                             \
     if (loom_cublas_status_ != CUBLAS_STATUS_SUCCESS) ::loom::cuda::fail_cublas(loom_cublas_status_, #call); \
   } while (0)
 

@@ -15,7 +15,8 @@ namespace {
 template <typename T>
 __device__ T masked_logit(T x, const RowMaskArgs& m, const char* mask_row, int64_t j) {
   if (m.kind == RowMaskArgs::additive) return x + reinterpret_cast<const T*>(mask_row)[j * m.step];
-  if (m.kind == RowMaskArgs::boolean) return reinterpret_cast<const unsigned char*>(mask_row)[j * m.step] ? T(-INFINITY) : x;
+  if (m.kind == RowMaskArgs::boolean)
+    return reinterpret_cast<const unsigned char*>(mask_row)[j * m.step] ? T(-INFINITY) : x;
   return x;
 }
 
@@ -70,13 +71,17 @@ __global__ void softmax_backward_kernel(Rows s, T* out, const T* y, const T* g, 
     T* o = out + r * n;
     double sum = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      if (log_output) sum += yr[j] == T(-INFINITY) ? 0.0 : double(gr[j]);
-      else sum += double(gr[j] * yr[j]);
+      if (log_output)
+        sum += yr[j] == T(-INFINITY) ? 0.0 : double(gr[j]);
+      else
+        sum += double(gr[j] * yr[j]);
     }
     const T total = static_cast<T>(block_combine(sum, scratch, PlusOp{}));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      if (log_output) o[j] = yr[j] == T(-INFINITY) ? T(0) : gr[j] - exp(yr[j]) * total;
-      else o[j] = yr[j] * (gr[j] - total);
+      if (log_output)
+        o[j] = yr[j] == T(-INFINITY) ? T(0) : gr[j] - exp(yr[j]) * total;
+      else
+        o[j] = yr[j] * (gr[j] - total);
     }
   }
 }
@@ -89,7 +94,7 @@ template <typename T>
 void launch_softmax(bool log_output, Rows s, void* out, const void* x, const RowMaskArgs& mask, cudaStream_t stream) {
   if (s.rows == 0 || s.size == 0) return;
   softmax_kernel<T><<<row_blocks(s.rows), row_threads(s.size), 0, stream>>>(s, static_cast<T*>(out),
-                                                                           static_cast<const T*>(x), mask, log_output);
+                                                                            static_cast<const T*>(x), mask, log_output);
   check_kernel_launch("softmax_kernel");
 }
 

@@ -40,7 +40,8 @@ inline Shape broadcast_strides(const Tensor& t, const Shape& shape) {
   Shape strides(shape.size(), 0);
   const size_t lead = shape.size() - static_cast<size_t>(t.dim());
   for (size_t d = 0; d < static_cast<size_t>(t.dim()); ++d)
-    strides[lead + d] = t.size(static_cast<int64_t>(d)) == 1 && shape[lead + d] != 1 ? 0 : t.stride(static_cast<int64_t>(d));
+    strides[lead + d] =
+        t.size(static_cast<int64_t>(d)) == 1 && shape[lead + d] != 1 ? 0 : t.stride(static_cast<int64_t>(d));
   return strides;
 }
 

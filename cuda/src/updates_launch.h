@@ -20,5 +20,4 @@ struct SgdArgs {
 template <typename T>
 void launch_sgd_step(void* w, const void* grad, void* buffer, int64_t n, const SgdArgs& a, cudaStream_t stream);
 
-
 }  // namespace loom::cuda

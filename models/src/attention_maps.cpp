@@ -5,8 +5,10 @@
 namespace loom::models {
 
 AttentionMaps attention_maps(Transformer& model, const std::vector<int64_t>& src, const std::vector<int64_t>& tgt_in) {
-  LOOM_CHECK(!src.empty() && !tgt_in.empty(), "attention_maps: the source ({} ids) and the target ({} ids) must "
-             "not be empty", src.size(), tgt_in.size());
+  LOOM_CHECK(!src.empty() && !tgt_in.empty(),
+             "attention_maps: the source ({} ids) and the target ({} ids) must "
+             "not be empty",
+             src.size(), tgt_in.size());
   std::vector<nn::MultiHeadAttention*> modules;
   for (auto& layer : model.encoder) modules.push_back(&layer->self_attn);
   for (auto& layer : model.decoder) {

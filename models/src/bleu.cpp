@@ -34,11 +34,11 @@ size_t whitespace_at(std::string_view s, size_t i) {
   const auto b = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
   const unsigned c = b(0);
   if (c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f)) return 1;
-  if (c == 0xC2 && (b(1) == 0x85 || b(1) == 0xA0)) return 2;                     // NEL, no-break space
-  if (c == 0xE1 && b(1) == 0x9A && b(2) == 0x80) return 3;                        // ogham space
+  if (c == 0xC2 && (b(1) == 0x85 || b(1) == 0xA0)) return 2;  // NEL, no-break space
+  if (c == 0xE1 && b(1) == 0x9A && b(2) == 0x80) return 3;    // ogham space
   if (c == 0xE2 && b(1) == 0x80 && (b(2) <= 0x8A || b(2) == 0xA8 || b(2) == 0xA9 || b(2) == 0xAF)) return 3;
-  if (c == 0xE2 && b(1) == 0x81 && b(2) == 0x9F) return 3;                        // medium math space
-  if (c == 0xE3 && b(1) == 0x80 && b(2) == 0x80) return 3;                        // ideographic space
+  if (c == 0xE2 && b(1) == 0x81 && b(2) == 0x9F) return 3;  // medium math space
+  if (c == 0xE3 && b(1) == 0x80 && b(2) == 0x80) return 3;  // ideographic space
   return 0;
 }
 
@@ -106,8 +106,10 @@ std::string tokenize_13a(std::string_view input) {
   std::string s = " " + line + " ";
   std::string spaced;
   for (char c : s) {
-    if (always_split(c)) (spaced += ' ') += c, spaced += ' ';
-    else spaced += c;
+    if (always_split(c))
+      (spaced += ' ') += c, spaced += ' ';
+    else
+      spaced += c;
   }
   auto period_or_comma = [](char c) { return c == '.' || c == ','; };
   auto not_digit = [](char c) { return !is_digit(c); };
@@ -115,8 +117,9 @@ std::string tokenize_13a(std::string_view input) {
                      [](std::string& o, char a, char b) { ((o += a) += ' ') += b, o += ' '; });
   spaced = pair_rule(spaced, period_or_comma, not_digit,
                      [](std::string& o, char a, char b) { ((o += ' ') += a) += ' ', o += b; });
-  spaced = pair_rule(spaced, is_digit, [](char c) { return c == '-'; },
-                     [](std::string& o, char a, char b) { ((o += a) += ' ') += b, o += ' '; });
+  spaced = pair_rule(
+      spaced, is_digit, [](char c) { return c == '-'; },
+      [](std::string& o, char a, char b) { ((o += a) += ' ') += b, o += ' '; });
   std::string out;
   for (std::string_view w : split_words(spaced)) {
     if (!out.empty()) out += ' ';
@@ -160,9 +163,8 @@ BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
       if (it != ref_ngrams.end()) s.correct[n] += std::min(count, it->second);
     }
   }
-  s.brevity_penalty = s.sys_len < s.ref_len
-                          ? (s.sys_len > 0 ? std::exp(1.0 - static_cast<double>(s.ref_len) / s.sys_len) : 0.0)
-                          : 1.0;
+  s.brevity_penalty =
+      s.sys_len < s.ref_len ? (s.sys_len > 0 ? std::exp(1.0 - static_cast<double>(s.ref_len) / s.sys_len) : 0.0) : 1.0;
   if (std::all_of(s.correct.begin(), s.correct.end(), [](int64_t c) { return c == 0; })) return s;
   double smooth = 1, log_sum = 0;
   for (int n = 0; n < 4; ++n) {

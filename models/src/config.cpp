@@ -57,8 +57,8 @@ double TransformerConfig::approximate_elements() const {
 
 // The JSON field names are the member names (nlohmann's macro writes both directions).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TransformerConfig, src_vocab, tgt_vocab, d_model, d_ff, heads, encoder_layers,
-                                   decoder_layers, dropout, attention_dropout, relu_dropout, learned_positions,
-                                   max_len, pad_id, share_embeddings, pre_norm, layer_norm_eps)
+                                   decoder_layers, dropout, attention_dropout, relu_dropout, learned_positions, max_len,
+                                   pad_id, share_embeddings, pre_norm, layer_norm_eps)
 
 std::string TransformerConfig::to_json() const { return nlohmann::json(*this).dump(); }
 
@@ -67,8 +67,8 @@ namespace {
 // plain cast, undefined behaviour outside int64's range (6e19 here: found by fuzz_config).
 void check_integer_fields(const nlohmann::json& j) {
   if (!j.is_object()) return;  // get_to names that error
-  for (const char* field :
-       {"src_vocab", "tgt_vocab", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers", "max_len", "pad_id"}) {
+  for (const char* field : {"src_vocab", "tgt_vocab", "d_model", "d_ff", "heads", "encoder_layers", "decoder_layers",
+                            "max_len", "pad_id"}) {
     auto it = j.find(field);
     if (it != j.end() && it->is_number() && !it->is_number_integer())
       fail("TransformerConfig: {} must be a whole number, got {}", field, it->dump());

@@ -42,8 +42,8 @@ std::vector<std::string> read_lines(const std::string& path) {
   int error = Z_OK;
   const std::string message = gzerror(file, &error);
   gzclose(file);
-  LOOM_CHECK(got >= 0 && (error == Z_OK || error == Z_STREAM_END), "read_lines: '{}' is corrupt or truncated: {}",
-             path, message);
+  LOOM_CHECK(got >= 0 && (error == Z_OK || error == Z_STREAM_END), "read_lines: '{}' is corrupt or truncated: {}", path,
+             message);
   if (!current.empty()) lines.push_back(std::move(current));
   return lines;
 }
@@ -59,8 +59,8 @@ std::string corpus_file(const std::string& dir, const std::string& split, const 
 ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt_path) {
   ParallelCorpus corpus{read_lines(src_path), read_lines(tgt_path)};
   LOOM_CHECK(corpus.src.size() == corpus.tgt.size(),
-             "read_parallel: '{}' has {} lines but '{}' has {}: the sides are not aligned", src_path,
-             corpus.src.size(), tgt_path, corpus.tgt.size());
+             "read_parallel: '{}' has {} lines but '{}' has {}: the sides are not aligned", src_path, corpus.src.size(),
+             tgt_path, corpus.tgt.size());
   return corpus;
 }
 
@@ -98,10 +98,12 @@ void Vocabulary::train(const std::vector<std::string>& sentences, const std::str
                    "--vocab asks for a smaller --vocab)"
                  : "");
   sentencepiece::SentencePieceProcessor processor;
-  LOOM_CHECK(processor.LoadFromSerializedProto(model).ok(), "Vocabulary::train: SentencePiece's model for '{}' does "
-             "not load", prefix);
+  LOOM_CHECK(processor.LoadFromSerializedProto(model).ok(),
+             "Vocabulary::train: SentencePiece's model for '{}' does "
+             "not load",
+             prefix);
   write_file(prefix + ".model", model);  // whole or absent (the .vocab beside it is for people to read)
-  std::string pieces;  // <prefix>.vocab: piece TAB score per id, as SentencePiece writes it
+  std::string pieces;                    // <prefix>.vocab: piece TAB score per id, as SentencePiece writes it
   for (int id = 0; id < processor.GetPieceSize(); ++id)
     pieces += fmt::format("{}\t{}\n", processor.IdToPiece(id), processor.GetScore(id));
   write_file(prefix + ".vocab", pieces);
@@ -181,8 +183,10 @@ std::vector<Batch> make_batches(const std::vector<EncodedPair>& pairs, int64_t m
   for (const auto& group : groups) {
     const int64_t b = static_cast<int64_t>(group.size());
     size_t s_len = 0, t_len = 0;
-    for (size_t i : group) s_len = std::max(s_len, pairs[i].src.size() + 1), t_len = std::max(t_len, pairs[i].tgt.size() + 1);
-    std::vector<int64_t> src(b * s_len, Vocabulary::kPad), tgt_in(b * t_len, Vocabulary::kPad), tgt_out(b * t_len, Vocabulary::kPad);
+    for (size_t i : group)
+      s_len = std::max(s_len, pairs[i].src.size() + 1), t_len = std::max(t_len, pairs[i].tgt.size() + 1);
+    std::vector<int64_t> src(b * s_len, Vocabulary::kPad), tgt_in(b * t_len, Vocabulary::kPad),
+        tgt_out(b * t_len, Vocabulary::kPad);
     Batch batch;
     for (int64_t r = 0; r < b; ++r) {
       const EncodedPair& p = pairs[group[r]];

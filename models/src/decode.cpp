@@ -47,8 +47,10 @@ Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t
     std::vector<int64_t> last;
     for (int64_t b : live) last.push_back(out[b].back());
     const auto next = argmax(model.decode_step(state, from_vector(last, {static_cast<int64_t>(live.size())},
-                                                                   {DType::i64, src.device()})), -1)
-                          .to(kCPU).to_vector<int64_t>();
+                                                                  {DType::i64, src.device()})),
+                             -1)
+                          .to(kCPU)
+                          .to_vector<int64_t>();
     std::vector<int64_t> kept_rows, kept_live;
     for (size_t i = 0; i < live.size(); ++i) {
       out[live[i]].push_back(next[i]);
@@ -69,7 +71,8 @@ Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bo
   std::vector<std::vector<int64_t>> out(batch, std::vector<int64_t>{bos});
   std::vector<bool> done(batch, false);
   for (int64_t step = 0; step < max_len; ++step) {
-    Tensor logits = model.decode(encoded, ids_tensor(out, step + 1, 0, src.device())).select(1, step);  // [B, V]: the last position
+    Tensor logits =
+        model.decode(encoded, ids_tensor(out, step + 1, 0, src.device())).select(1, step);  // [B, V]: the last position
     auto next = argmax(logits, -1).to(kCPU).to_vector<int64_t>();
     bool all_done = true;
     for (int64_t b = 0; b < batch; ++b) {
@@ -192,8 +195,10 @@ std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, 
         Beam extended{from.prefix, candidates[c].log_prob, row + static_cast<int64_t>(candidates[c].beam)};
         extended.prefix.push_back(candidates[c].token);
         if (!std::isfinite(extended.log_prob)) continue;
-        if (candidates[c].token == eos) finish(b, extended);
-        else next.push_back(std::move(extended));
+        if (candidates[c].token == eos)
+          finish(b, extended);
+        else
+          next.push_back(std::move(extended));
       }
       // Done when beam hypotheses have finished and no live beam can still win:
       // its log-probability only falls, and its penalty grows at most to max_len's.
@@ -229,7 +234,8 @@ std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tenso
     state.select(step.parents);
     std::vector<int64_t> last;
     for (const auto& prefix : step.prefixes) last.push_back(prefix.back());
-    Tensor logits = model.decode_step(state, from_vector(last, {static_cast<int64_t>(last.size())}, {DType::i64, src.device()}));
+    Tensor logits =
+        model.decode_step(state, from_vector(last, {static_cast<int64_t>(last.size())}, {DType::i64, src.device()}));
     return log_softmax(logits, -1).contiguous().to(kCPU).to_vector<float>();
   };
   return beam_search(scorer, src.shape()[0], model.config().tgt_vocab, bos, eos, options);

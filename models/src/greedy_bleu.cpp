@@ -17,7 +17,8 @@ double greedy_bleu(Transformer& model, const Vocabulary& vocab, const std::vecto
   // Shortest first, so each batch pads little; hypotheses go back to their lines.
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
   std::vector<std::string> hypotheses(sources.size());
   for (size_t first = 0; first < order.size(); first += kBatch) {
     const size_t last = std::min(order.size(), first + kBatch);
@@ -36,7 +37,8 @@ double greedy_bleu(Transformer& model, const Vocabulary& vocab, const std::vecto
     const std::vector<int64_t> ids = out.to(kCPU).to_vector<int64_t>();
     const int64_t width = out.shape()[1];
     for (int64_t r = 0; r < rows; ++r)
-      hypotheses[order[first + static_cast<size_t>(r)]] = vocab.decode({ids.begin() + r * width, ids.begin() + (r + 1) * width});
+      hypotheses[order[first + static_cast<size_t>(r)]] =
+          vocab.decode({ids.begin() + r * width, ids.begin() + (r + 1) * width});
   }
   return corpus_bleu(hypotheses, {references}).score;
 }

@@ -50,8 +50,10 @@ RunFolderLock::RunFolderLock(const std::string& folder, const std::string& comma
     const std::string holder = read_fd(fd_);
     ::close(fd_);
     fd_ = -1;
-    LOOM_CHECK(error != EWOULDBLOCK, "{}: the run folder '{}' is in use by another loom ({}): wait for it to end, "
-               "or give another folder", command, folder, holder);
+    LOOM_CHECK(error != EWOULDBLOCK,
+               "{}: the run folder '{}' is in use by another loom ({}): wait for it to end, "
+               "or give another folder",
+               command, folder, holder);
     fail("{}: cannot lock the run folder '{}' ({}): {}", command, folder, path, std::strerror(error));
   }
   const std::string text = holder_text(command) + "\n";

@@ -17,7 +17,6 @@ namespace loom::models {
 
 namespace fs = std::filesystem;
 
-
 namespace {
 
 void check_ranges(const TrainerOptions& o) {
@@ -62,7 +61,9 @@ uint64_t fingerprint(const std::vector<EncodedPair>& pairs) {
   return h;
 }
 
-std::string Trainer::state_path(const std::string& out) { return (fs::path(out) / "training_state.safetensors").string(); }
+std::string Trainer::state_path(const std::string& out) {
+  return (fs::path(out) / "training_state.safetensors").string();
+}
 
 Trainer::Trainer(TransformerConfig config, TrainerOptions options, std::vector<EncodedPair> train,
                  std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata,
@@ -72,8 +73,10 @@ Trainer::Trainer(TransformerConfig config, TrainerOptions options, std::vector<E
   if (kept_count(options_) > 0) {
     // A new run: keeping and averaging would mix in another run's models.
     auto old = kept_checkpoints(out_);
-    LOOM_CHECK(old.empty(), "train: '{}' already holds {} checkpoint(s) of another run ({} ...): resume that run, or "
-               "train into another folder", out_, old.size(), old.front().second.string());
+    LOOM_CHECK(old.empty(),
+               "train: '{}' already holds {} checkpoint(s) of another run ({} ...): resume that run, or "
+               "train into another folder",
+               out_, old.size(), old.front().second.string());
   }
 }
 
@@ -204,10 +207,9 @@ bool Trainer::run(const TrainerHooks& hooks) {
       }
       if (hooks.step_done) hooks.step_done(r);
       const bool by_steps = options_.save_every > 0 && step_ % options_.save_every == 0;
-      const bool by_time =
-          options_.save_minutes > 0 &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_).count() >=
-              options_.save_minutes * 60;
+      const bool by_time = options_.save_minutes > 0 &&
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_).count() >=
+                               options_.save_minutes * 60;
       if ((by_steps || by_time) && batch_in_epoch_ < count) save_checkpoint(hooks, false);
       if (hooks.stop && hooks.stop->load()) {
         check_finite_parameters("interrupted");

@@ -20,8 +20,8 @@ namespace loom::models {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainerOptions, max_tokens, max_len, accum, warmup, lr_factor, label_smoothing,
-                                   clip, seed, epochs, max_steps, log_every, save_every, save_minutes, keep_last,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainerOptions, max_tokens, max_len, accum, warmup, lr_factor, label_smoothing, clip,
+                                   seed, epochs, max_steps, log_every, save_every, save_minutes, keep_last,
                                    average_last)
 
 std::string TrainerOptions::to_json() const { return json(*this).dump(); }
@@ -42,7 +42,8 @@ std::vector<std::pair<int64_t, fs::path>> kept_checkpoints(const std::string& ou
   for (const auto& entry : fs::directory_iterator(out)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && std::regex_match(name, m, pattern)) found.emplace_back(std::stoll(m[1]), entry.path());
+    if (entry.is_regular_file() && std::regex_match(name, m, pattern))
+      found.emplace_back(std::stoll(m[1]), entry.path());
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -80,8 +81,8 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   const std::string latest = (fs::path(out_) / "model.safetensors").string();
   nn::save(*model_, latest, meta);
   e.saved = latest;
-  const bool better = e.val_score ? !has_best_score_ || *e.val_score > best_val_score_
-                                  : !has_best_ || e.val_loss < best_val_loss_;
+  const bool better =
+      e.val_score ? !has_best_score_ || *e.val_score > best_val_score_ : !has_best_ || e.val_loss < best_val_loss_;
   if (better) {
     const fs::path best = fs::path(out_) / "best";
     fs::create_directories(best);
@@ -177,8 +178,8 @@ Trainer::SavedRun Trainer::read_state(const std::string& out) {
     return it->second;
   };
   LOOM_CHECK(field("format") == kStateFormat && field("version") == kStateVersion,
-             "train: '{}' is a '{}' file of version {}, not a loom training state of version {}", path,
-             field("format"), field("version"), kStateVersion);
+             "train: '{}' is a '{}' file of version {}, not a loom training state of version {}", path, field("format"),
+             field("version"), kStateVersion);
   SavedRun run;
   try {
     run.options = json::parse(field("options")).get<TrainerOptions>();

@@ -128,8 +128,8 @@ Transformer::Transformer(const TransformerConfig& config, Generator& gen)
 }
 
 Tensor Transformer::embed(const nn::Embedding& table, const Tensor& ids, int64_t first) const {
-  LOOM_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64, "Transformer: token ids must be int64 [batch, time], got {} {}",
-             dtype_name(ids.dtype()), ids.shape());
+  LOOM_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64,
+             "Transformer: token ids must be int64 [batch, time], got {} {}", dtype_name(ids.dtype()), ids.shape());
   return positions(table(ids) * std::sqrt(static_cast<double>(config_.d_model)), first);
 }
 
@@ -193,7 +193,7 @@ void Transformer::DecoderState::select(const std::vector<int64_t>& rows) {
     }
     if (!same_sentences)
       layer.source = {index_select(sources_[l].key, 0, sentence_index),
-                           index_select(sources_[l].value, 0, sentence_index)};
+                      index_select(sources_[l].value, 0, sentence_index)};
   }
   if (!same_sentences) row_src_mask_ = index_select(src_mask_, 0, sentence_index);
   sentence_ = std::move(sentence);

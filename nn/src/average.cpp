@@ -57,8 +57,10 @@ Metadata average_checkpoints(const std::vector<std::string>& paths, const std::s
           sum[j] += x[j];
         }
       };
-      if (t.dtype() == DType::f32) add(t.data<float>());
-      else add(t.data<double>());
+      if (t.dtype() == DType::f32)
+        add(t.data<float>());
+      else
+        add(t.data<double>());
     }
   };
   accumulate(first.tensors, first_path);
@@ -90,10 +92,10 @@ Metadata average_checkpoints(const std::vector<std::string>& paths, const std::s
                  dtype_name(ref.dtype()), ref.shape(), first_path);
       const Tensor& t = file.tensors[it->second].second;
       LOOM_CHECK(t.dtype() == ref.dtype() && t.shape() == ref.shape(),
-                 "average: '{}': tensor '{}' is {} {} but {} {} in '{}'", path, name, dtype_name(t.dtype()),
-                 t.shape(), dtype_name(ref.dtype()), ref.shape(), first_path);
-      LOOM_CHECK(is_floating(t.dtype()) ||
-                     std::memcmp(t.raw_data(), ref.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype())) == 0,
+                 "average: '{}': tensor '{}' is {} {} but {} {} in '{}'", path, name, dtype_name(t.dtype()), t.shape(),
+                 dtype_name(ref.dtype()), ref.shape(), first_path);
+      LOOM_CHECK(is_floating(t.dtype()) || std::memcmp(t.raw_data(), ref.raw_data(),
+                                                       static_cast<size_t>(t.numel()) * dtype_size(t.dtype())) == 0,
                  "average: '{}': integer tensor '{}' differs from '{}' (only floating tensors are averaged)", path,
                  name, first_path);
       ordered.emplace_back(name, t);

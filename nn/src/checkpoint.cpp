@@ -30,9 +30,9 @@ const char* safetensors_dtype(DType t) {
 }
 
 bool dtype_from_safetensors(const std::string& s, DType& t) {
-  static const std::pair<const char*, DType> table[] = {
-      {"F32", DType::f32}, {"F64", DType::f64}, {"I32", DType::i32}, {"I64", DType::i64}, {"BOOL", DType::b8},
-      {"BF16", DType::bf16}};
+  static const std::pair<const char*, DType> table[] = {{"F32", DType::f32}, {"F64", DType::f64},
+                                                        {"I32", DType::i32}, {"I64", DType::i64},
+                                                        {"BOOL", DType::b8}, {"BF16", DType::bf16}};
   for (const auto& [name, dtype] : table)
     if (s == name) {
       t = dtype;
@@ -86,8 +86,8 @@ TensorFile load_safetensors(const std::string& path) {
   LOOM_CHECK(in.good(), "load_safetensors: cannot open '{}': {}", path, std::strerror(errno));
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
-  LOOM_CHECK(file_size >= 8, "load_safetensors '{}': the file has {} bytes, fewer than the 8-byte header length",
-             path, file_size);
+  LOOM_CHECK(file_size >= 8, "load_safetensors '{}': the file has {} bytes, fewer than the 8-byte header length", path,
+             file_size);
   unsigned char length_bytes[8] = {};
   in.read(reinterpret_cast<char*>(length_bytes), 8);
   LOOM_CHECK(in.good(), "load_safetensors '{}': reading the header length failed: {}", path, std::strerror(errno));
@@ -140,7 +140,8 @@ TensorFile load_safetensors(const std::string& path) {
       bad(fmt::format("unsupported dtype {}", spec["dtype"].dump()));
     if (!spec["shape"].is_array()) bad("shape is not an array");
     for (const auto& d : spec["shape"]) {
-      if (!d.is_number_unsigned()) bad(fmt::format("shape {} has a non-integer or negative size", spec["shape"].dump()));
+      if (!d.is_number_unsigned())
+        bad(fmt::format("shape {} has a non-integer or negative size", spec["shape"].dump()));
       if (d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
         bad(fmt::format("shape {} has a size of 2^63 or more", spec["shape"].dump()));
       e.shape.push_back(d.get<int64_t>());
@@ -201,8 +202,9 @@ Metadata load(Module& module, const std::string& path, bool allow_unexpected) {
     std::set<std::string> known;
     for (const auto& [name, param] : params) known.insert(name);
     for (const auto& [name, tensor] : file.tensors)
-      LOOM_CHECK(known.count(name), "load '{}': the checkpoint's tensor '{}' (shape {}) is not a parameter of the model",
-                 path, name, tensor.shape());
+      LOOM_CHECK(known.count(name),
+                 "load '{}': the checkpoint's tensor '{}' (shape {}) is not a parameter of the model", path, name,
+                 tensor.shape());
   }
   NoGradGuard no_grad;
   for (auto& [name, param] : params) copy_(param, by_name.at(name).to(param.device()));

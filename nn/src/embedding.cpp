@@ -7,8 +7,8 @@ namespace loom::nn {
 
 Embedding::Embedding(int64_t vocab_size, int64_t dim, int64_t padding_idx, Generator& gen, TensorOptions options)
     : padding_idx_(padding_idx) {
-  LOOM_CHECK(vocab_size > 0 && dim > 0, "Embedding: sizes must be positive, got vocabulary {} and dim {}",
-             vocab_size, dim);
+  LOOM_CHECK(vocab_size > 0 && dim > 0, "Embedding: sizes must be positive, got vocabulary {} and dim {}", vocab_size,
+             dim);
   LOOM_CHECK(padding_idx >= -1 && padding_idx < vocab_size,
              "Embedding: padding_idx {} is out of range for a vocabulary of {}", padding_idx, vocab_size);
   Tensor table = randn({vocab_size, dim}, options, gen, 0.0, 1.0 / std::sqrt(static_cast<double>(dim)));

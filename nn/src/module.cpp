@@ -14,7 +14,8 @@ void Module::check_new_name(const std::string& name) const {
   auto taken = [&](const auto& list) {
     return std::any_of(list.begin(), list.end(), [&](const auto& entry) { return entry.first == name; });
   };
-  LOOM_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), "Module: the name '{}' is registered twice", name);
+  LOOM_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), "Module: the name '{}' is registered twice",
+             name);
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor& member, Tensor value) {

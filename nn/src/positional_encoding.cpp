@@ -12,7 +12,8 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_le
              d_model, max_len);
   register_module("dropout", dropout);
   if (learned) {
-    register_parameter("weight", table_, randn({max_len, d_model}, options, gen, 0.0, 1.0 / std::sqrt(double(d_model))));
+    register_parameter("weight", table_,
+                       randn({max_len, d_model}, options, gen, 0.0, 1.0 / std::sqrt(double(d_model))));
     return;
   }
   std::vector<double> pe(static_cast<size_t>(max_len * d_model));
@@ -22,7 +23,8 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_le
       const double angle = static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(i - i % 2) / d_model);
       pe[pos * d_model + i] = i % 2 == 0 ? std::sin(angle) : std::cos(angle);
     }
-  register_buffer("table", table_, from_vector(pe, {max_len, d_model}, {DType::f64}).to(options.dtype).to(options.device));
+  register_buffer("table", table_,
+                  from_vector(pe, {max_len, d_model}, {DType::f64}).to(options.dtype).to(options.device));
 }
 
 Tensor PositionalEncoding::forward(const Tensor& x, int64_t first) const {

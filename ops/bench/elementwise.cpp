@@ -52,15 +52,14 @@ LOOM_BENCH(relu){.op = "relu", .cases = {ffn_activation("relu")}};
 LOOM_BENCH(gelu){.op = "gelu", .cases = {ffn_activation("gelu")}};
 
 // Mask generation included; a new mask per call, as in training.
-LOOM_BENCH(dropout){
-    .op = "dropout",
-    .cases = {{.label = "dropout p=0.1 1536x2048",
-               .inputs = {{{rows, 2048}}},
-               .call = [](const OpArgs& x) { return dropout(x[0], 0.1, true, default_generator()); },
-               .forward_work = 2 * rows * 2048.0 * f32_bytes + rows * 2048.0 / 8,
-               .backward_work = 2 * rows * 2048.0 * f32_bytes + rows * 2048.0 / 8,
-               .formula = "fwd 4*2n + n/8; bwd 4*2n + n/8 (loom writes then reads an n/8-byte bitmask; "
-                          "torch moves an n-byte mask)"}}};
+LOOM_BENCH(dropout){.op = "dropout",
+                    .cases = {{.label = "dropout p=0.1 1536x2048",
+                               .inputs = {{{rows, 2048}}},
+                               .call = [](const OpArgs& x) { return dropout(x[0], 0.1, true, default_generator()); },
+                               .forward_work = 2 * rows * 2048.0 * f32_bytes + rows * 2048.0 / 8,
+                               .backward_work = 2 * rows * 2048.0 * f32_bytes + rows * 2048.0 / 8,
+                               .formula = "fwd 4*2n + n/8; bwd 4*2n + n/8 (loom writes then reads an n/8-byte bitmask; "
+                                          "torch moves an n-byte mask)"}}};
 
 LOOM_BENCH(sum){.op = "sum",
                 .cases = {{.label = "sum 1536x512 over last dim",

@@ -25,9 +25,10 @@ BenchCase product_case(int64_t batch, int64_t m, int64_t k, int64_t n, bool ta, 
   double flops = 2.0 * batch * m * n * k;
   return {.label = fmt::format("{} {} @ {}", batch == 1 ? "matmul" : "bmm", operand(a, ta), operand(b, tb)),
           .inputs = {{a}, {b}},
-          .call = [ta, tb](const OpArgs& x) {
-            return matmul(ta ? transpose(x[0], -1, -2) : x[0], tb ? transpose(x[1], -1, -2) : x[1]);
-          },
+          .call =
+              [ta, tb](const OpArgs& x) {
+                return matmul(ta ? transpose(x[0], -1, -2) : x[0], tb ? transpose(x[1], -1, -2) : x[1]);
+              },
           .unit = BenchUnit::flops,
           .forward_work = flops,
           .backward_work = 2 * flops,  // dA and dB

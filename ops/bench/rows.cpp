@@ -54,9 +54,9 @@ Tensor padded_targets(Generator& gen) {
 LOOM_BENCH(softmax){.op = "softmax",
                     .cases = row_op_cases("softmax", [](const OpArgs& x) { return softmax(x[0], -1, x[1]); })};
 
-LOOM_BENCH(log_softmax){
-    .op = "log_softmax",
-    .cases = row_op_cases("log_softmax", [](const OpArgs& x) { return log_softmax(x[0], -1, x[1]); })};
+LOOM_BENCH(log_softmax){.op = "log_softmax", .cases = row_op_cases("log_softmax", [](const OpArgs& x) {
+                                               return log_softmax(x[0], -1, x[1]);
+                                             })};
 
 LOOM_BENCH(layer_norm){.op = "layer_norm", .cases = layer_norm_cases()};
 

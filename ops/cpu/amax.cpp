@@ -14,8 +14,10 @@ template <typename T>
 struct MaxReducer {
   using Acc = T;
   Acc init() const {
-    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-    else return std::numeric_limits<T>::lowest();
+    if constexpr (std::numeric_limits<T>::has_infinity)
+      return -std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::lowest();
   }
   // NaN wins (v != v) and then stays: max propagates NaN like PyTorch.
   void add(Acc& acc, T v) const { acc = (v > acc || v != v) ? v : acc; }

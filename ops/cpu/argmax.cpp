@@ -22,8 +22,10 @@ struct ArgmaxReducer {
   };
   static bool better(T v, T best) { return v > best || (v != v && best == best); }
   Acc init() const {
-    if constexpr (std::numeric_limits<T>::has_infinity) return {-std::numeric_limits<T>::infinity()};
-    else return {std::numeric_limits<T>::lowest()};
+    if constexpr (std::numeric_limits<T>::has_infinity)
+      return {-std::numeric_limits<T>::infinity()};
+    else
+      return {std::numeric_limits<T>::lowest()};
   }
   void add(Acc& acc, T v) const {
     if (acc.seen == 0 || better(v, acc.best)) {
@@ -55,8 +57,7 @@ void argmax_reference(const Tensor& out, const Tensor& x, const Shape& dims) {
 // Registered under x's dtype; out is int64.
 template <typename T>
 void register_for() {
-  register_kernel<kernels::ReduceKernel>("argmax", DeviceType::cpu, dtype_of<T>(), argmax_fast<T>,
-                                         argmax_reference<T>);
+  register_kernel<kernels::ReduceKernel>("argmax", DeviceType::cpu, dtype_of<T>(), argmax_fast<T>, argmax_reference<T>);
 }
 }  // namespace
 

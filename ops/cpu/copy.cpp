@@ -27,8 +27,10 @@ void copy_kernel(const Tensor& dst, const Tensor& src) {
         return;
       }
     }
-    if constexpr (Fast) kernels::unary_loop<In, Out>(dst, src, fn::Cast<Out>{});
-    else kernels::reference_unary<In, Out>(dst, src, fn::Cast<Out>{});
+    if constexpr (Fast)
+      kernels::unary_loop<In, Out>(dst, src, fn::Cast<Out>{});
+    else
+      kernels::reference_unary<In, Out>(dst, src, fn::Cast<Out>{});
   });
 }
 

@@ -54,7 +54,7 @@ double loss_fast(const T* x, const Targets& t, int64_t ignore_index, RowShape s,
     const double total_x = detail::blocked_row_sum<T>(n, [&](int64_t j) { return xr[j]; });
     const double total_exp = detail::row_sum_exp(xr, n, mx);
     const double log_total = std::log(total_exp);
-    const double nll = (mx - xr[t.ids[r]]) + log_total;                          // -log p_target
+    const double nll = (mx - xr[t.ids[r]]) + log_total;                         // -log p_target
     const double smooth = (mx - total_x / static_cast<double>(n)) + log_total;  // mean_v -log p_v
     losses[r] = (1.0 - eps) * nll + eps * smooth;
   });
@@ -109,8 +109,7 @@ void backward_fast(T* out, const T* x, const Targets& t, int64_t ignore_index, R
 }
 
 template <typename T>
-void backward_reference(T* out, const T* x, const Targets& t, int64_t ignore_index, RowShape s, double eps,
-                        T scale) {
+void backward_reference(T* out, const T* x, const Targets& t, int64_t ignore_index, RowShape s, double eps, T scale) {
   const int64_t n = s.size;
   for (int64_t r = 0; r < s.rows; ++r) {
     double mx = x[r * n];
@@ -150,9 +149,9 @@ template <typename T>
 void register_for() {
   register_kernel<kernels::CrossEntropyKernel>("label_smoothed_cross_entropy", DeviceType::cpu, dtype_of<T>(),
                                                loss_kernel<T, loss_fast<T>>, loss_kernel<T, loss_reference<T>>);
-  register_kernel<kernels::CrossEntropyBackwardKernel>(
-      "label_smoothed_cross_entropy_backward", DeviceType::cpu, dtype_of<T>(), backward_kernel<T, backward_fast<T>>,
-      backward_kernel<T, backward_reference<T>>);
+  register_kernel<kernels::CrossEntropyBackwardKernel>("label_smoothed_cross_entropy_backward", DeviceType::cpu,
+                                                       dtype_of<T>(), backward_kernel<T, backward_fast<T>>,
+                                                       backward_kernel<T, backward_reference<T>>);
 }
 
 }  // namespace

@@ -112,8 +112,7 @@ void masked_scale_reference(T* out, const uint32_t* mask, const T* g, int64_t n,
 uint32_t* mask_words(const Tensor& mask) { return reinterpret_cast<uint32_t*>(mask.data<int32_t>()); }
 
 template <typename T, void (*Run)(T*, uint32_t*, const T*, int64_t, double, uint64_t, uint64_t)>
-void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
-                    uint64_t offset) {
+void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, double p, uint64_t seed, uint64_t offset) {
   Run(out.data<T>(), mask_words(mask), x.data<T>(), x.numel(), p, seed, offset);
 }
 
@@ -124,8 +123,8 @@ void dropout_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor
 
 template <typename T>
 void register_for() {
-  register_kernel<kernels::DropoutKernel>("dropout", DeviceType::cpu, dtype_of<T>(),
-                                          dropout_kernel<T, dropout_fast<T>>, dropout_kernel<T, dropout_reference<T>>);
+  register_kernel<kernels::DropoutKernel>("dropout", DeviceType::cpu, dtype_of<T>(), dropout_kernel<T, dropout_fast<T>>,
+                                          dropout_kernel<T, dropout_reference<T>>);
   register_kernel<kernels::DropoutBackwardKernel>("dropout_backward", DeviceType::cpu, dtype_of<T>(),
                                                   dropout_backward_kernel<T, masked_scale_fast<T>>,
                                                   dropout_backward_kernel<T, masked_scale_reference<T>>);

@@ -17,9 +17,12 @@ using kernels::Scalars;
 // A functor with its scalar attributes (pow's exponent, clamp's bounds) filled in.
 template <typename F>
 F with_scalars(const Scalars& s) {
-  if constexpr (std::is_constructible_v<F, double, double>) return F{s.a, s.b};
-  else if constexpr (std::is_constructible_v<F, double>) return F{s.a};
-  else return F{};
+  if constexpr (std::is_constructible_v<F, double, double>)
+    return F{s.a, s.b};
+  else if constexpr (std::is_constructible_v<F, double>)
+    return F{s.a};
+  else
+    return F{};
 }
 
 template <typename T, typename F>

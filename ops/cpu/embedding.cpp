@@ -37,8 +37,10 @@ void lookup_kernel(const Tensor& out, const Tensor& weight, const Tensor& ids) {
 #pragma omp parallel for schedule(static) if (out.numel() >= kernels::kParallelGrain && !omp_in_parallel())
   for (int64_t t = 0; t < n; ++t) {
     const T* row = pw + pi[t] * srow;
-    if (scol == 1) std::memcpy(po + t * dim, row, dim * sizeof(T));
-    else for (int64_t d = 0; d < dim; ++d) po[t * dim + d] = row[d * scol];
+    if (scol == 1)
+      std::memcpy(po + t * dim, row, dim * sizeof(T));
+    else
+      for (int64_t d = 0; d < dim; ++d) po[t * dim + d] = row[d * scol];
   }
 }
 

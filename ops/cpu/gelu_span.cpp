@@ -24,8 +24,10 @@ LOOM_TARGET_AVX512 void gelu_float_span_avx512(float* out, const float* x, int64
 }  // namespace
 
 void gelu_span(float* out, const float* x, int64_t n) {
-  if (avx512_enabled()) gelu_float_span_avx512(out, x, n);
-  else gelu_float_loop(out, x, n);
+  if (avx512_enabled())
+    gelu_float_span_avx512(out, x, n);
+  else
+    gelu_float_loop(out, x, n);
 }
 
 void gelu_contiguous(float* out, const float* x, int64_t n) {

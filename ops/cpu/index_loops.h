@@ -16,8 +16,8 @@ inline void check_index_range(std::string_view op, const Tensor& index, int64_t 
   const int64_t* p = index.data<int64_t>();
   const int64_t size = shape[dim];
   for (int64_t i = 0; i < index.numel(); ++i)
-    LOOM_CHECK(p[i] >= 0 && p[i] < size, "{}: index {} is out of range for dim {} of size {} (shape {})", op, p[i],
-               dim, size, shape);
+    LOOM_CHECK(p[i] >= 0 && p[i] < size, "{}: index {} is out of range for dim {} of size {} (shape {})", op, p[i], dim,
+               size, shape);
 }
 
 // A strided box of `sizes` over memory with `strides`, split at `dim` into

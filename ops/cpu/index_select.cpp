@@ -24,8 +24,10 @@ void index_select_kernel(const Tensor& out, const Tensor& x, int64_t dim, const 
   for (int64_t r = 0; r < rows; ++r) {
     const T* xrow = px + xg.outer_offset(r / n) + pi[r % n] * xg.dim_stride;
     T* orow = po + r * inner;
-    if (unit_inner) std::copy(xrow, xrow + inner, orow);
-    else for (int64_t i = 0; i < inner; ++i) orow[i] = xrow[xg.inner_offsets[i]];
+    if (unit_inner)
+      std::copy(xrow, xrow + inner, orow);
+    else
+      for (int64_t i = 0; i < inner; ++i) orow[i] = xrow[xg.inner_offsets[i]];
   }
 }
 

@@ -211,8 +211,8 @@ void layer_norm_fast_kernel(const Tensor& out, const Tensor& stats, const Tensor
 template <typename T>
 void layer_norm_reference_kernel(const Tensor& out, const Tensor& stats, const Tensor& x, const Tensor& weight,
                                  const Tensor& bias, double eps) {
-  layer_norm_reference<T>(out.data<T>(), stats.data<T>(), x.data<T>(), data_or_null<T>(weight),
-                          data_or_null<T>(bias), detail::row_shape(x), eps);
+  layer_norm_reference<T>(out.data<T>(), stats.data<T>(), x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias),
+                          detail::row_shape(x), eps);
 }
 
 // The partials come from the caching allocator on x's device, like any temporary.
@@ -224,9 +224,11 @@ void grads_fast_kernel(const Tensor& dx, const Tensor& params, const Tensor& x, 
   const bool want_dx = dx.defined(), want_params = params.defined();
   Tensor partial = want_params ? Tensor::empty({blocks, 2, d}, {x.dtype(), x.device()}) : Tensor();
   T* pp = mutable_data_or_null<T>(partial);
-  auto run = !want_params ? grads_fast<T, true, false> : want_dx ? grads_fast<T, true, true> : grads_fast<T, false, true>;
-  run(mutable_data_or_null<T>(dx), pp, x.data<T>(), data_or_null<T>(weight), grad.data<T>(), data_or_null<T>(stats),
-      s, eps);
+  auto run = !want_params ? grads_fast<T, true, false>
+             : want_dx    ? grads_fast<T, true, true>
+                          : grads_fast<T, false, true>;
+  run(mutable_data_or_null<T>(dx), pp, x.data<T>(), data_or_null<T>(weight), grad.data<T>(), data_or_null<T>(stats), s,
+      eps);
   if (want_params) merge_param_partials(params.data<T>(), pp, blocks, d);
 }
 

@@ -53,8 +53,7 @@ void log_softmax_fast(T* out, const T* x, const RowMask& mask, RowShape s) {
       }
       detail::prefetch_next_row(xr, r, s);
       if (mx == kNegInf<T>) return;  // fully masked row: already all -inf
-      const T log_total =
-          static_cast<T>(std::log(detail::row_sum_exp(yr, n, mx)));
+      const T log_total = static_cast<T>(std::log(detail::row_sum_exp(yr, n, mx)));
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) yr[j] = (yr[j] - mx) - log_total;
     });
@@ -84,8 +83,8 @@ void log_softmax_backward_fast(T* out, const T* y, const T* g, RowShape s) {
     const T* yr = y + r * n;
     const T* gr = g + r * n;
     T* o = out + r * n;
-    const T t = static_cast<T>(
-        detail::blocked_row_sum<T>(n, [&](int64_t j) { return yr[j] == kNegInf<T> ? T(0) : gr[j]; }));
+    const T t =
+        static_cast<T>(detail::blocked_row_sum<T>(n, [&](int64_t j) { return yr[j] == kNegInf<T> ? T(0) : gr[j]; }));
     detail::prefetch_next_row(yr, r, s);
     detail::prefetch_next_row(gr, r, s);
 #pragma omp simd
@@ -130,8 +129,8 @@ void log_softmax_backward_reference_kernel(const Tensor& out, const Tensor& y, c
 
 template <typename T>
 void register_for() {
-  register_kernel<kernels::MaskedRowsKernel>("log_softmax", DeviceType::cpu, dtype_of<T>(),
-                                             log_softmax_fast_kernel<T>, log_softmax_reference_kernel<T>);
+  register_kernel<kernels::MaskedRowsKernel>("log_softmax", DeviceType::cpu, dtype_of<T>(), log_softmax_fast_kernel<T>,
+                                             log_softmax_reference_kernel<T>);
   register_kernel<kernels::RowBackwardKernel>("log_softmax_backward", DeviceType::cpu, dtype_of<T>(),
                                               log_softmax_backward_fast_kernel<T>,
                                               log_softmax_backward_reference_kernel<T>);

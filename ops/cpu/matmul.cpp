@@ -36,8 +36,8 @@ using detail::element_at;
 using detail::GemmOperand;
 
 template <typename T>
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T* c, int64_t ldc) {
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T* c, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>)
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   else
@@ -75,8 +75,7 @@ const Element* rounded_to_bf16(const float* data, int64_t rows, int64_t cols, in
   } else {
     for (int64_t r = 0; r < rows; ++r)
 #pragma omp simd
-      for (int64_t c = 0; c < cols; ++c)
-        buffer[r * cols + c] = static_cast<float>(bfloat16(data[r * ld + c]));
+      for (int64_t c = 0; c < cols; ++c) buffer[r * cols + c] = static_cast<float>(bfloat16(data[r * ld + c]));
   }
   return buffer.data();
 }
@@ -198,8 +197,7 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
       // (README, Benchmarks: most under an AVX2 OPENBLAS_CORETYPE); tiny products
       // stay with sgemm, which starts faster.
       if (bm * bn * k >= kSmallOnednnProduct && onednn::f32_avx512_available())
-        return onednn::gemm_f32(la.trans == CblasTrans, lb.trans == CblasTrans, bm, bn, k, A, la.ld, B, lb.ld,
-                                C, n);
+        return onednn::gemm_f32(la.trans == CblasTrans, lb.trans == CblasTrans, bm, bn, k, A, la.ld, B, lb.ld, C, n);
     }
     gemm<T>(la.trans, lb.trans, bm, bn, k, A, la.ld, B, lb.ld, C, n);
   };
@@ -238,8 +236,7 @@ void matmul_reference(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 template <typename T>
 void register_for() {
-  register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cpu, dtype_of<T>(), matmul_fast<T>,
-                                         matmul_reference<T>);
+  register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cpu, dtype_of<T>(), matmul_fast<T>, matmul_reference<T>);
 }
 
 }  // namespace

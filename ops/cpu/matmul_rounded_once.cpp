@@ -34,10 +34,9 @@ Tensor product_of_rounded(const Tensor& a16, const Tensor& b16) {
 }  // namespace
 
 bool rounds_once(const Tensor& a, const Tensor& b) {
-  const bool bf16_on_cpu = a.device().type == DeviceType::cpu && matmul_precision() == MatmulPrecision::bf16 &&
-                           cpu_bf16_matmul_available();
-  const bool linear_product = a.dtype() == DType::f32 && a.dim() == 2 && b.dim() == 2 &&
-                              a.shape()[1] == b.shape()[0] &&
+  const bool bf16_on_cpu =
+      a.device().type == DeviceType::cpu && matmul_precision() == MatmulPrecision::bf16 && cpu_bf16_matmul_available();
+  const bool linear_product = a.dtype() == DType::f32 && a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0] &&
                               a.shape()[0] * a.shape()[1] * b.shape()[1] >= kRoundOnceProduct;
   return bf16_on_cpu && linear_product && grad_enabled() && (a.requires_grad() || b.requires_grad());
 }

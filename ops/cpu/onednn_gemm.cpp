@@ -56,11 +56,11 @@ void run_gemm(dt type, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   auto memory = [](dims shape, dt t, dims strides, const void* data) {
     return dnnl::memory({shape, t, strides}, engine(), const_cast<void*>(data));
   };
-  gemm.primitive.execute(stream, {{DNNL_ARG_SRC, memory({m, k}, type, strides_of(trans_a, lda), a)},
-                                  {DNNL_ARG_WEIGHTS, memory({k, n}, type, strides_of(trans_b, ldb), b)},
-                                  {DNNL_ARG_DST, memory({m, n}, dt::f32, {ldc, 1}, c)},
-                                  {DNNL_ARG_SCRATCHPAD, dnnl::memory(gemm.desc.scratchpad_desc(), engine(),
-                                                                     scratchpad.data())}});
+  gemm.primitive.execute(
+      stream, {{DNNL_ARG_SRC, memory({m, k}, type, strides_of(trans_a, lda), a)},
+               {DNNL_ARG_WEIGHTS, memory({k, n}, type, strides_of(trans_b, ldb), b)},
+               {DNNL_ARG_DST, memory({m, n}, dt::f32, {ldc, 1}, c)},
+               {DNNL_ARG_SCRATCHPAD, dnnl::memory(gemm.desc.scratchpad_desc(), engine(), scratchpad.data())}});
   stream.wait();
 }
 
@@ -88,8 +88,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   run_gemm(dt::bf16, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
-void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-              const float* b, int64_t ldb, float* c, int64_t ldc) {
+void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+              int64_t ldb, float* c, int64_t ldc) {
   run_gemm(dt::f32, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
 }
 

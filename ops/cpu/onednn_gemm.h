@@ -21,7 +21,7 @@ bool f32_avx512_available();
 // and lda/ldb/ldc are the row strides of the matrices as stored.
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t lda,
                const bfloat16* b, int64_t ldb, float* c, int64_t ldc);
-void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-              const float* b, int64_t ldb, float* c, int64_t ldc);
+void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+              int64_t ldb, float* c, int64_t ldc);
 
 }  // namespace loom::onednn

@@ -21,7 +21,9 @@ struct RowMask {
 
   int64_t row_base(int64_t r) const { return row_bases[r]; }
   template <typename T>
-  const T* row(int64_t r) const { return static_cast<const T*>(data) + row_base(r); }
+  const T* row(int64_t r) const {
+    return static_cast<const T*>(data) + row_base(r);
+  }
 };
 
 // Views `mask` (checked by the op: bool or x's dtype, broadcastable to x) as
@@ -55,18 +57,23 @@ inline RowMask row_mask(const Tensor& mask, const Tensor& x) {
 // The logit of element j of a row after masking: x + mask, or -inf where a bool mask is true.
 template <MaskKind K, typename T, typename Step>
 inline T masked_logit(T x, const void* mask_row, Step step, int64_t j) {
-  if constexpr (K == MaskKind::none) return x;
-  else if constexpr (K == MaskKind::additive) return x + static_cast<const T*>(mask_row)[j * step];
+  if constexpr (K == MaskKind::none)
+    return x;
+  else if constexpr (K == MaskKind::additive)
+    return x + static_cast<const T*>(mask_row)[j * step];
   // Read as bytes: GCC does not vectorize loads of bool.
-  else return static_cast<const uint8_t*>(mask_row)[j * step] != 0 ? kNegInf<T> : x;
+  else
+    return static_cast<const uint8_t*>(mask_row)[j * step] != 0 ? kNegInf<T> : x;
 }
 
 // Calls fn(step) with the mask's step along a row as a compile-time 1 when it
 // is 1 (the common case: a contiguous mask row), so the row loops vectorize.
 template <typename Fn>
 void with_mask_step(const RowMask& m, Fn&& fn) {
-  if (m.step == 1 || m.kind == MaskKind::none) fn(std::integral_constant<int64_t, 1>{});
-  else fn(m.step);
+  if (m.step == 1 || m.kind == MaskKind::none)
+    fn(std::integral_constant<int64_t, 1>{});
+  else
+    fn(m.step);
 }
 
 // Calls fn(std::integral_constant<MaskKind, K>{}) for the mask's kind, so the

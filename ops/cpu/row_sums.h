@@ -34,8 +34,10 @@ template <typename T, typename Term>
 // vector exp without its overflow clamp; float64 takes libm.
 template <typename T>
 inline T exp_below_max(T x) {
-  if constexpr (std::is_same_v<T, float>) return kernels::exp_approx<float, /*NonPositive=*/true>(x);
-  else return std::exp(x);
+  if constexpr (std::is_same_v<T, float>)
+    return kernels::exp_approx<float, /*NonPositive=*/true>(x);
+  else
+    return std::exp(x);
 }
 
 // The loop itself: sum_j exp(x_j - shift) (shift >= every x_j: the row max) as

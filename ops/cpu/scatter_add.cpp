@@ -53,8 +53,8 @@ void reference_scatter_add(const Tensor& out, int64_t dim, const Tensor& index, 
 
 template <typename T>
 void register_for() {
-  register_kernel<kernels::IndexAccumulateKernel>("scatter_add", DeviceType::cpu, dtype_of<T>(),
-                                                  scatter_add_kernel<T>, reference_scatter_add<T>);
+  register_kernel<kernels::IndexAccumulateKernel>("scatter_add", DeviceType::cpu, dtype_of<T>(), scatter_add_kernel<T>,
+                                                  reference_scatter_add<T>);
 }
 }  // namespace
 

@@ -41,9 +41,11 @@ void load_masked_row(VectorRow& row, const float* x, const void* mask_row, Step 
     f32x8 z = load_lanes(x + j, width, kNegInf<float>);
     if constexpr (K != MaskKind::none) {
       if constexpr (std::is_same_v<Step, std::integral_constant<int64_t, 1>>) {
-        if constexpr (K == MaskKind::additive) z += load_lanes(static_cast<const float*>(mask_row) + j, width);
-        else z = select(load_byte_lanes(static_cast<const uint8_t*>(mask_row) + j, width) != 0,
-                        splat<f32x8>(kNegInf<float>), z);
+        if constexpr (K == MaskKind::additive)
+          z += load_lanes(static_cast<const float*>(mask_row) + j, width);
+        else
+          z = select(load_byte_lanes(static_cast<const uint8_t*>(mask_row) + j, width) != 0,
+                     splat<f32x8>(kNegInf<float>), z);
       } else {  // a strided mask row: lane by lane
         for (int64_t l = 0; l < width; ++l) z[l] = masked_logit<K>(z[l], mask_row, step, j + l);
       }

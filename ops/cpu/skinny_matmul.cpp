@@ -111,8 +111,8 @@ LOOM_TARGET_AVX512 void skinny_avx512(int64_t m, int64_t n, int64_t k, const flo
 
 bool skinny_matmul_available() { return LOOM_HAS_AVX512_TWIN && avx512_enabled(); }
 
-void skinny_matmul(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw,
-                   float* c, int64_t ldc) {
+void skinny_matmul(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw, float* c,
+                   int64_t ldc) {
 #if LOOM_HAS_AVX512_TWIN
   skinny_avx512(m, n, k, x, ldx, w, ldw, c, ldc);
 #endif

@@ -31,7 +31,7 @@ inline constexpr int64_t kSkinnyRowFloats = int64_t{1} << 17;
 bool skinny_matmul_available();
 
 // c[i * ldc + j] = sum_p x[i * ldx + p] * w[j * ldw + p], for i < m, j < n.
-void skinny_matmul(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw,
-                   float* c, int64_t ldc);
+void skinny_matmul(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw, float* c,
+                   int64_t ldc);
 
 }  // namespace loom::detail

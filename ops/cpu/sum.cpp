@@ -20,8 +20,10 @@ struct SumReducer {
   // Unit-stride runs (e.g. a sum over the contiguous last dim): kernels::span_sum's
   // 4 vector accumulators in blocks of 256; integers: several independent partial sums.
   void add_span(Acc& acc, const T* p, int64_t n) const {
-    if constexpr (std::is_floating_point_v<T>) acc += kernels::span_sum(p, n);
-    else kernels::add_span_lanes(*this, acc, p, n);
+    if constexpr (std::is_floating_point_v<T>)
+      acc += kernels::span_sum(p, n);
+    else
+      kernels::add_span_lanes(*this, acc, p, n);
   }
   // A column sum: a block of up to kRowBlock rows summed per column in T, row by
   // row (8 vectors of columns in registers at a time), then added into acc in double.

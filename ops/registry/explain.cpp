@@ -104,9 +104,10 @@ std::string format_explanation(const Explanation& e, const ExplainFormat& format
   }
   const JacobianCheck& j = *e.first;
   GradcheckTolerance tol;
-  out += fmt::format("\nJacobian dy/dinput: row r = output element r (flat), column c = input element c; numeric = "
-                     "(f(x + {:g}) - f(x - {:g})) / {:g}\n",
-                     tol.eps, tol.eps, 2 * tol.eps);
+  out += fmt::format(
+      "\nJacobian dy/dinput: row r = output element r (flat), column c = input element c; numeric = "
+      "(f(x + {:g}) - f(x - {:g})) / {:g}\n",
+      tol.eps, tol.eps, 2 * tol.eps);
   int64_t first_column = 0;
   for (size_t b = 0; b < j.columns.size(); ++b) {
     out += fmt::format("\ndy / d input {}:\n", j.columns[b].input);
@@ -118,9 +119,10 @@ std::string format_explanation(const Explanation& e, const ExplainFormat& format
     const JacobianCheck& s = *e.second;
     int64_t cols = 0;
     for (const auto& c : s.columns) cols += c.count;
-    out += fmt::format("\nsecond derivative (gradgradcheck): the backward pass (inputs, v) -> d(sum(y*v))/dinputs, "
-                       "v a fixed random cotangent, checked the same way: {} x {} Jacobian\n",
-                       s.analytic.size(), cols);
+    out += fmt::format(
+        "\nsecond derivative (gradgradcheck): the backward pass (inputs, v) -> d(sum(y*v))/dinputs, "
+        "v a fixed random cotangent, checked the same way: {} x {} Jacobian\n",
+        s.analytic.size(), cols);
     out += "gradgradcheck: " + verdict(s.result) + "\n";
   } else if (!op.note.empty()) {
     out += fmt::format("\nno second-derivative check ({})\n", op.note);
@@ -151,7 +153,8 @@ std::vector<std::string> similar_op_names(const std::string& name, size_t limit)
   std::vector<std::pair<size_t, std::string>> scored;
   for (const OpInfo& op : registered_ops()) {
     size_t d = edit_distance(name, op.name);
-    bool contains = !name.empty() && (op.name.find(name) != std::string::npos || name.find(op.name) != std::string::npos);
+    bool contains =
+        !name.empty() && (op.name.find(name) != std::string::npos || name.find(op.name) != std::string::npos);
     // Ordered by distance; a name that contains the other (or is contained) is near whatever its distance.
     if (contains || d <= std::max<size_t>(2, name.size() / 3)) scored.push_back({d, op.name});
   }

@@ -35,7 +35,8 @@ std::vector<Tensor> evaluate(const MultiFn& fn, const std::vector<Tensor>& input
   return out;
 }
 
-void compare(CheckResult& result, double analytic, double numeric, const GradcheckTolerance& tol, const std::string& where) {
+void compare(CheckResult& result, double analytic, double numeric, const GradcheckTolerance& tol,
+             const std::string& where) {
   double abs_err = std::abs(analytic - numeric);
   double rel_err = abs_err / std::max(std::abs(numeric), 1e-12);
   result.max_abs_error = std::max(result.max_abs_error, abs_err);
@@ -111,8 +112,7 @@ JacobianCheck jacobian_check(const MultiFn& fn, const std::vector<Tensor>& input
       for (size_t row = 0; row < analytic.size(); ++row) {
         double numeric = (plus[row] - minus[row]) / (2 * tol.eps);
         check.numeric[row][column] = numeric;
-        compare(result, analytic[row][column], numeric, tol,
-                fmt::format("d output[{}] / d input{}[{}]", row, j, e));
+        compare(result, analytic[row][column], numeric, tol, fmt::format("d output[{}] / d input{}[{}]", row, j, e));
       }
     }
   }

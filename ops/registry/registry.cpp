@@ -21,7 +21,8 @@ std::vector<BenchRegistration>& benches() {
 
 void register_op(OpInfo info) {
   LOOM_CHECK(!info.name.empty(), "register_op: an op needs a name");
-  LOOM_CHECK(std::none_of(ops().begin(), ops().end(), [&](const OpInfo& op) { return op.name == info.name; }), "register_op: op '{}' is registered twice", info.name);
+  LOOM_CHECK(std::none_of(ops().begin(), ops().end(), [&](const OpInfo& op) { return op.name == info.name; }),
+             "register_op: op '{}' is registered twice", info.name);
   LOOM_CHECK(info.call != nullptr, "register_op: op '{}' has no call", info.name);
   LOOM_CHECK(!info.samples.empty(), "register_op: op '{}' has no samples: nothing would test it", info.name);
   auto& all = ops();

@@ -23,16 +23,19 @@ static Tensor adam_stepped(const OpArgs& x, AdamStep step) {
 
 LOOM_OP(adam_step_){
     .name = "adam_step_",
-    .formula = "g' = g + l2·w;  m = β1·m + (1-β1)·g';  v = β2·v + (1-β2)·g'²;  "
-               "w = shrink·w - step_size·m / (√v/√(1-β2^t) + ε)",
+    .formula =
+        "g' = g + l2·w;  m = β1·m + (1-β1)·g';  v = β2·v + (1-β2)·g'²;  "
+        "w = shrink·w - step_size·m / (√v/√(1-β2^t) + ε)",
     .derivative = "none: an in-place optimizer update (runs after backward, under NoGradGuard)",
     .shape_rule = "w, g, m, v: one shape; updated in place",
     .call = [](const OpArgs& x) { return adam_stepped(x, {.step_size = 0.1, .root_correction2 = 0.3}); },
     .samples = {{{{{4, 7}}, {{4, 7}}, {{4, 7}}, {{4, 7}}}, {}, "Adam"},
                 {{{{3, 5}}, {{3, 5}}, {{3, 5}}, {{3, 5}}},
-                 [](const OpArgs& x) { return adam_stepped(x, {.step_size = 0.1, .shrink = 0.99}); }, "AdamW"},
+                 [](const OpArgs& x) { return adam_stepped(x, {.step_size = 0.1, .shrink = 0.99}); },
+                 "AdamW"},
                 {{{{3, 5}}, {{3, 5}}, {{3, 5}}, {{3, 5}}},
-                 [](const OpArgs& x) { return adam_stepped(x, {.step_size = 0.1, .l2 = 0.01}); }, "Adam + L2"}},
+                 [](const OpArgs& x) { return adam_stepped(x, {.step_size = 0.1, .l2 = 0.01}); },
+                 "Adam + L2"}},
     .differentiable = false,
     .variants = false,
     .note = "an in-place update of contiguous parameters: no gradient, no strided or broadcast operands",

@@ -16,16 +16,19 @@ Tensor amax(const Tensor& x, const Shape& dims, bool keepdim, Where where) {
     LOOM_CHECK(x.shape()[d] > 0, "amax: cannot reduce over dim {} of size 0 (shape {})", d, x.shape());
   Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), reduce_dims, keepdim), {x.dtype(), x.device()});
   detail::kernel_for<kernels::ReduceKernel>("amax", x)(out, x, reduce_dims);
-  return record("amax", {x}, out, [x, reduce_dims, keepdim](BackwardContext& c, const Tensor& g) -> detail::Grads {
-    Shape kept = kernels::reduced_shape(x.shape(), reduce_dims, true);
-    Tensor weights;
-    {
-      NoGradGuard constant;  // where the maxima are: piecewise constant in x
-      Tensor mask = to_dtype(eq(x, reshape(c.out().detach(), kept)), x.dtype());
-      weights = div(mask, sum(mask, reduce_dims, true));
-    }
-    return {mul(expand(keepdim ? g : reshape(g, kept), x.shape()), weights)};
-  }, SavedOutput::yes);
+  return record(
+      "amax", {x}, out,
+      [x, reduce_dims, keepdim](BackwardContext& c, const Tensor& g) -> detail::Grads {
+        Shape kept = kernels::reduced_shape(x.shape(), reduce_dims, true);
+        Tensor weights;
+        {
+          NoGradGuard constant;  // where the maxima are: piecewise constant in x
+          Tensor mask = to_dtype(eq(x, reshape(c.out().detach(), kept)), x.dtype());
+          weights = div(mask, sum(mask, reduce_dims, true));
+        }
+        return {mul(expand(keepdim ? g : reshape(g, kept), x.shape()), weights)};
+      },
+      SavedOutput::yes);
 }
 
 static OpCall amax_over(Shape dims, bool keepdim) {

@@ -13,14 +13,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     double dropout_p, bool train, Generator& gen, Tensor* weights, Where where) {
   CallSite site(where);
   LOOM_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2,
-             "scaled_dot_product_attention: q, k, v need at least 2 dims, got shapes {}, {}, {}", q.shape(),
-             k.shape(), v.shape());
+             "scaled_dot_product_attention: q, k, v need at least 2 dims, got shapes {}, {}, {}", q.shape(), k.shape(),
+             v.shape());
   LOOM_CHECK(q.shape().back() == k.shape().back(),
              "scaled_dot_product_attention: q has {} features per position but k has {} (shapes {} and {})",
              q.shape().back(), k.shape().back(), q.shape(), k.shape());
   LOOM_CHECK(k.shape()[k.dim() - 2] == v.shape()[v.dim() - 2],
-             "scaled_dot_product_attention: k has {} positions but v has {} (shapes {} and {})",
-             k.shape()[k.dim() - 2], v.shape()[v.dim() - 2], k.shape(), v.shape());
+             "scaled_dot_product_attention: k has {} positions but v has {} (shapes {} and {})", k.shape()[k.dim() - 2],
+             v.shape()[v.dim() - 2], k.shape(), v.shape());
   // Scaling q (Tq x Dk) is cheaper than scaling the scores (Tq x Tk).
   double scale = 1.0 / std::sqrt(static_cast<double>(q.shape().back()));
   Tensor scores = matmul(mul(q, scalar_tensor(scale, {q.dtype(), q.device()})), transpose(k, -1, -2));
@@ -47,16 +47,19 @@ Tensor attention_composed(const OpArgs& x, const Tensor& additive) {
 LOOM_OP(scaled_dot_product_attention){
     .name = "scaled_dot_product_attention",
     .formula = "y = dropout(W)·v,  W = softmax(S, mask),  S = q·kᵀ/√d_k",
-    .derivative = "dv = Dᵀ·g, D = dropout(W);  dW = dropout_backward(g·vᵀ);  dS = W⊙(dW - Σ_row dW⊙W);  "
-                  "dq = dS·k/√d_k;  dk = dSᵀ·q/√d_k   (composite)",
+    .derivative =
+        "dv = Dᵀ·g, D = dropout(W);  dW = dropout_backward(g·vᵀ);  dS = W⊙(dW - Σ_row dW⊙W);  "
+        "dq = dS·k/√d_k;  dk = dSᵀ·q/√d_k   (composite)",
     .shape_rule = "q [.., Tq, d_k], k [.., Tk, d_k], v [.., Tk, d_v] → [.., Tq, d_v]",
     .call = [](const OpArgs& x) { return attention_fixed(x, {}, 0.0); },
     .samples = {{{{{1, 2, 3, 3}}, {{1, 2, 4, 3}}, {{1, 2, 4, 2}}}},
                 {{{{2, 4, 3}}, {{2, 4, 3}}, {{2, 4, 2}}},
-                 [](const OpArgs& x) { return attention_fixed(x, causal_mask(4, x[0].device()), 0.0); }, "causal mask",
+                 [](const OpArgs& x) { return attention_fixed(x, causal_mask(4, x[0].device()), 0.0); },
+                 "causal mask",
                  [](const OpArgs& x) { return attention_composed(x, detail::causal_additive(4, x[0].device())); }},
                 {{{{2, 3, 3}}, {{2, 4, 3}}, {{2, 4, 2}}},
-                 [](const OpArgs& x) { return attention_fixed(x, {}, 0.25); }, "dropout p=0.25"}},
+                 [](const OpArgs& x) { return attention_fixed(x, {}, 0.25); },
+                 "dropout p=0.25"}},
     .composed = [](const OpArgs& x) { return attention_composed(x, {}); },
 };
 

@@ -56,10 +56,20 @@ LOOM_OP(cat){
     .formula = "y = t₀, t₁, … one after another along dim",
     .derivative = "dt_k = narrow(g, dim, offset_k, size_k)",
     .shape_rule = "equal shapes but dim; sizes along dim add up",
-    .call = [](const OpArgs& x) { return cat({x[0], x[1], x[2]}, 1); },
+    .call =
+        [](const OpArgs& x) {
+          return cat({x[0], x[1], x[2]}, 1);
+        },
     .samples = {{{{{2, 3}}, {{2, 1}}, {{2, 4}}}, {}, "3 tensors dim=1"},
-                {{{{1, 3}}, {{2, 3}}}, [](const OpArgs& x) { return cat({x[0], x[1]}, 0); }, "dim=0"},
-                {{{{2, 3, 2}}, {{2, 3, 3}}}, [](const OpArgs& x) { return cat({x[0], x[1], x[0]}, -1); },
+                {{{{1, 3}}, {{2, 3}}},
+                 [](const OpArgs& x) {
+                   return cat({x[0], x[1]}, 0);
+                 },
+                 "dim=0"},
+                {{{{2, 3, 2}}, {{2, 3, 3}}},
+                 [](const OpArgs& x) {
+                   return cat({x[0], x[1], x[0]}, -1);
+                 },
                  "dim=-1, an input used twice"}},
 };
 
@@ -68,9 +78,16 @@ LOOM_OP(stack){
     .formula = "y = cat(unsqueeze(t_k, dim))",
     .derivative = "dt_k = select(g, dim, k)",
     .shape_rule = "n equal shapes → a new dim of size n at dim",
-    .call = [](const OpArgs& x) { return stack({x[0], x[1], x[2]}, 1); },
+    .call =
+        [](const OpArgs& x) {
+          return stack({x[0], x[1], x[2]}, 1);
+        },
     .samples = {{{{{2, 3}}, {{2, 3}}, {{2, 3}}}, {}, "3 tensors dim=1"},
-                {{{{4}}, {{4}}}, [](const OpArgs& x) { return stack({x[0], x[1]}, -1); }, "1-D dim=-1"}},
+                {{{{4}}, {{4}}},
+                 [](const OpArgs& x) {
+                   return stack({x[0], x[1]}, -1);
+                 },
+                 "1-D dim=-1"}},
 };
 
 }  // namespace loom

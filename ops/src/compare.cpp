@@ -22,7 +22,8 @@ Tensor ge(const Tensor& a, const Tensor& b, Where where) { return compare("ge", 
 // Forward-only checks (fast vs reference kernel, non-contiguous inputs). Random
 // floats are almost never equal, so one sample draws small integers: many ties.
 static std::vector<Sample> compare_samples() {
-  return {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
+  return {binary_sample({4, 7}, {4, 7}),
+          binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
           binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast"),
           {{{{4, 7}, Domain::any, DType::i64, 3}, {{7}, Domain::any, DType::i64, 3}}, {}, "int64 in [0,3): ties"},
           {{{{4, 7}, Domain::any, DType::b8, 2}, {{4, 7}, Domain::any, DType::b8, 2}}, {}, "bool"}};

@@ -19,8 +19,7 @@ void convert_into(const Tensor& dst, const Tensor& src, std::string_view op) {
 
 void check_writable(std::string_view op, const Tensor& dst) {
   LOOM_CHECK(!(grad_enabled() && dst.requires_grad()),
-             "{}: in-place write to a tensor that requires grad (shape {}); wrap it in a NoGradGuard", op,
-             dst.shape());
+             "{}: in-place write to a tensor that requires grad (shape {}); wrap it in a NoGradGuard", op, dst.shape());
 }
 }  // namespace
 
@@ -64,9 +63,8 @@ Tensor to_dtype(const Tensor& x, DType dtype, Where where) {
   convert_into(out, x, "to_dtype");
   if (!is_floating(dtype)) return out;  // integer results carry no gradient
   DType from = x.dtype();
-  return record("to_dtype", {x}, out, [from](BackwardContext&, const Tensor& g) -> detail::Grads {
-    return {to_dtype(g, from)};
-  });
+  return record("to_dtype", {x}, out,
+                [from](BackwardContext&, const Tensor& g) -> detail::Grads { return {to_dtype(g, from)}; });
 }
 
 Tensor to_device(const Tensor& x, Device device, Where where) {
@@ -74,9 +72,8 @@ Tensor to_device(const Tensor& x, Device device, Where where) {
   CallSite site(where);
   Tensor out = transfer(contiguous(x), device);
   Device from = x.device();
-  return record("to_device", {x}, out, [from](BackwardContext&, const Tensor& g) -> detail::Grads {
-    return {to_device(g, from)};
-  });
+  return record("to_device", {x}, out,
+                [from](BackwardContext&, const Tensor& g) -> detail::Grads { return {to_device(g, from)}; });
 }
 
 LOOM_OP(clone){

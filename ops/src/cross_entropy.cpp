@@ -19,12 +19,13 @@ namespace {
 // The arguments checked, as the kernels take them.
 kernels::CrossEntropyArgs check_args(std::string_view op, const Tensor& logits, const Tensor& target, double smoothing,
                                      int64_t ignore_index) {
-  LOOM_CHECK(is_floating(logits.dtype()), "{}: logits must be float32 or float64, got {}", op, dtype_name(logits.dtype()));
+  LOOM_CHECK(is_floating(logits.dtype()), "{}: logits must be float32 or float64, got {}", op,
+             dtype_name(logits.dtype()));
   LOOM_CHECK(target.dtype() == DType::i64 && target.device() == logits.device(),
              "{}: target must be int64 class ids on the logits' device ({}), got {} on {}", op, logits.device(),
              dtype_name(target.dtype()), target.device());
-  LOOM_CHECK(logits.dim() >= 1 && logits.shape().back() > 0, "{}: logits need a non-empty class dim, got shape {}",
-             op, logits.shape());
+  LOOM_CHECK(logits.dim() >= 1 && logits.shape().back() > 0, "{}: logits need a non-empty class dim, got shape {}", op,
+             logits.shape());
   Shape rows(logits.shape().begin(), logits.shape().end() - 1);
   LOOM_CHECK(target.shape() == rows, "{}: target has shape {} but logits {} need target shape {}", op, target.shape(),
              logits.shape(), rows);
@@ -63,8 +64,8 @@ Tensor with_ignored(const Tensor& t) { return masked_fill(t, tensor({0, 1, 0, 1,
 
 }  // namespace
 
-Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, double smoothing,
-                                    int64_t ignore_index, Where where) {
+Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, double smoothing, int64_t ignore_index,
+                                    Where where) {
   CallSite site(where);
   constexpr std::string_view op = "label_smoothed_cross_entropy";
   kernels::CrossEntropyArgs args = check_args(op, logits, target, smoothing, ignore_index);
@@ -94,7 +95,8 @@ Tensor label_smoothed_cross_entropy_backward(const Tensor& logits, const Tensor&
                                           mul(v, mul(reshape(grad, {}), row_weights(logits, target, ignore_index))));
                   if (c.needs(2)) {
                     Tensor one = detail::constant_like(logits, 1.0);
-                    Tensor per_unit = label_smoothed_cross_entropy_backward(logits, target, one, smoothing, ignore_index);
+                    Tensor per_unit =
+                        label_smoothed_cross_entropy_backward(logits, target, one, smoothing, ignore_index);
                     dg = reshape(sum(mul(v, per_unit)), c.input_shape(2));
                   }
                   return {dx, Tensor(), dg};
@@ -109,7 +111,8 @@ LOOM_OP(label_smoothed_cross_entropy){
     .call = [](const OpArgs& x) { return label_smoothed_cross_entropy(x[0], x[1], 0.1); },
     .samples = {{{{{5, 7}}, {{5}, Domain::any, DType::i64, 7}}, {}, "eps=0.1"},
                 {{{{2, 3, 6}}, {{2, 3}, Domain::any, DType::i64, 6}},
-                 [](const OpArgs& x) { return label_smoothed_cross_entropy(x[0], x[1], 0.0); }, "eps=0 [2,3,6]",
+                 [](const OpArgs& x) { return label_smoothed_cross_entropy(x[0], x[1], 0.0); },
+                 "eps=0 [2,3,6]",
                  [](const OpArgs& x) { return lsce_composed(x[0], x[1], 0.0); }},
                 {{{{5, 4}}, {{5}, Domain::any, DType::i64, 4}},
                  [](const OpArgs& x) { return label_smoothed_cross_entropy(x[0], with_ignored(x[1]), 0.2); },

@@ -27,7 +27,8 @@ void check_targets(const Tensor& logits, const Tensor& target, int64_t ignore_in
   for (size_t i = 0; i < ids.size(); ++i)
     LOOM_CHECK(ids[i] == ignore_index || (ids[i] >= 0 && ids[i] < classes),
                "cross_entropy: target id {} (at flat position {}) is out of range for V = {} classes: ids must be "
-               "in [0, {}) or equal ignore_index ({})", ids[i], i, classes, classes, ignore_index);
+               "in [0, {}) or equal ignore_index ({})",
+               ids[i], i, classes, classes, ignore_index);
 }
 
 // Targets with rows 1 and 3 ignored (ids drawn by the matrix are all in range).
@@ -66,14 +67,19 @@ LOOM_OP(cross_entropy){
     .shape_rule = "x [.., V], t [..] int64 → t's shape (none), a scalar (sum, mean)",
     .call = reduced(Reduction::none, 0.1),
     .samples = {{{{{5, 7}}, {{5}, Domain::any, DType::i64, 7}}, {}, "none eps=0.1"},
-                {{{{5, 4}}, {{5}, Domain::any, DType::i64, 4}}, reduced(Reduction::none, 0.2, true),
+                {{{{5, 4}}, {{5}, Domain::any, DType::i64, 4}},
+                 reduced(Reduction::none, 0.2, true),
                  "none eps=0.2, rows 1,3 ignored"},
-                {{{{2, 3, 6}}, {{2, 3}, Domain::any, DType::i64, 6}}, reduced(Reduction::sum, 0.0), "sum [2,3,6]",
+                {{{{2, 3, 6}}, {{2, 3}, Domain::any, DType::i64, 6}},
+                 reduced(Reduction::sum, 0.0),
+                 "sum [2,3,6]",
                  [](const OpArgs& x) { return label_smoothed_cross_entropy(x[0], x[1], 0.0) * 6.0; }},
-                {{{{5, 4}}, {{5}, Domain::any, DType::i64, 4}}, reduced(Reduction::mean, 0.1, true),
+                {{{{5, 4}}, {{5}, Domain::any, DType::i64, 4}},
+                 reduced(Reduction::mean, 0.1, true),
                  "mean eps=0.1, rows 1,3 ignored",
                  [](const OpArgs& x) {
-                   return cross_entropy(x[0], with_ignored(x[1]), {.reduction = Reduction::sum, .label_smoothing = 0.1}) /
+                   return cross_entropy(x[0], with_ignored(x[1]),
+                                        {.reduction = Reduction::sum, .label_smoothing = 0.1}) /
                           3.0;
                  }}},
 };

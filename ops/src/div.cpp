@@ -6,11 +6,14 @@ namespace loom {
 Tensor div(const Tensor& a, const Tensor& b, Where where) {
   CallSite site(where);
   Tensor out = detail::binary_op("div", a, b, detail::DTypes::numeric);
-  return record("div", {a, b}, out, [b](BackwardContext& c, const Tensor& g) -> detail::Grads {
-    Tensor ga = div(g, b);
-    return {c.needs(0) ? sum_to(ga, c.input_shape(0)) : Tensor(),
-            c.needs(1) ? sum_to(neg(mul(ga, c.out())), c.input_shape(1)) : Tensor()};
-  }, SavedOutput::yes);
+  return record(
+      "div", {a, b}, out,
+      [b](BackwardContext& c, const Tensor& g) -> detail::Grads {
+        Tensor ga = div(g, b);
+        return {c.needs(0) ? sum_to(ga, c.input_shape(0)) : Tensor(),
+                c.needs(1) ? sum_to(neg(mul(ga, c.out())), c.input_shape(1)) : Tensor()};
+      },
+      SavedOutput::yes);
 }
 
 LOOM_OP(div){

@@ -46,9 +46,8 @@ Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p, Where 
   Tensor md = detail::dense(mask);
   Tensor out = Tensor::empty(grad.shape(), {grad.dtype(), grad.device()});
   detail::kernel_for<kernels::DropoutBackwardKernel>("dropout_backward", grad)(out, detail::dense(grad), md, p);
-  return record("dropout_backward", {grad}, out, [md, p](BackwardContext&, const Tensor& v) -> detail::Grads {
-    return {dropout_backward(v, md, p)};
-  });
+  return record("dropout_backward", {grad}, out,
+                [md, p](BackwardContext&, const Tensor& v) -> detail::Grads { return {dropout_backward(v, md, p)}; });
 }
 
 namespace {
@@ -73,7 +72,9 @@ LOOM_OP(dropout){
     .call = [](const OpArgs& x) { return dropout_fixed(x[0], 0.3); },
     .samples = {unary_sample({4, 7}, Domain::any, "[4,7] p=0.3"),
                 unary_sample({2, 3, 5}, Domain::any, "[2,3,5] p=0.3"),
-                {{{{3, 9}}}, [](const OpArgs& x) { return dropout_fixed(x[0], 0.7); }, "p=0.7",
+                {{{{3, 9}}},
+                 [](const OpArgs& x) { return dropout_fixed(x[0], 0.7); },
+                 "p=0.7",
                  [](const OpArgs& x) { return mul(x[0], dropout_fixed(ones_like(x[0]), 0.7)); }}},
     .composed = [](const OpArgs& x) { return mul(x[0], dropout_fixed(ones_like(x[0]), 0.3)); },
 };
@@ -86,8 +87,7 @@ LOOM_OP(dropout_backward){
     .derivative = "d/dg = dropout_backward(v, mask, p)   (linear and self-adjoint)",
     .shape_rule = "g's shape; mask int32 [⌈n/32⌉]",
     .call = [](const OpArgs& x) { return dropout_backward(x[0], x[1], 0.3); },
-    .samples = {{{{{4, 7}}, mask_input(28)}, {}, "[4,7] p=0.3"},
-                {{{{5, 13}}, mask_input(65)}, {}, "[5,13] p=0.3"}},
+    .samples = {{{{{4, 7}}, mask_input(28)}, {}, "[4,7] p=0.3"}, {{{{5, 13}}, mask_input(65)}, {}, "[5,13] p=0.3"}},
     .composed = [](const OpArgs& x) { return mul(x[0], dropout_backward(ones_like(x[0]), x[1], 0.3)); },
 };
 

@@ -35,9 +35,10 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx, W
   out_shape.push_back(weight.shape()[1]);
   Tensor out = Tensor::empty(out_shape, {weight.dtype(), weight.device()});
   detail::kernel_for<kernels::EmbeddingKernel>("embedding", weight)(out, weight, idx);  // checks the ids
-  return record("embedding", {weight}, out, [idx, vocab, padding_idx](BackwardContext&, const Tensor& g) -> detail::Grads {
-    return {embedding_backward(g, idx, vocab, padding_idx)};
-  });
+  return record("embedding", {weight}, out,
+                [idx, vocab, padding_idx](BackwardContext&, const Tensor& g) -> detail::Grads {
+                  return {embedding_backward(g, idx, vocab, padding_idx)};
+                });
 }
 
 Tensor embedding_backward(const Tensor& grad, const Tensor& ids, int64_t vocab_size, int64_t padding_idx, Where where) {
@@ -54,18 +55,19 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& ids, int64_t vocab_s
     detail::kernel_for<kernels::EmbeddingBackwardKernel>("embedding_backward", grad)(out, contiguous(grad), idx,
                                                                                      padding_idx);
   }
-  return record("embedding_backward", {grad}, out, [idx, padding_idx](BackwardContext&, const Tensor& gg) -> detail::Grads {
-    Tensor rows = embedding(gg, idx, padding_idx);
-    if (padding_idx < 0) return {rows};
-    // Positions holding the padding id took no part in the forward: their gradient is 0.
-    Tensor keep;
-    {
-      NoGradGuard constant;
-      Tensor pad = full(idx.shape(), static_cast<double>(padding_idx), {DType::i64, idx.device()});
-      keep = to_dtype(unsqueeze(ne(idx, pad), -1), gg.dtype());
-    }
-    return {mul(rows, keep)};
-  });
+  return record("embedding_backward", {grad}, out,
+                [idx, padding_idx](BackwardContext&, const Tensor& gg) -> detail::Grads {
+                  Tensor rows = embedding(gg, idx, padding_idx);
+                  if (padding_idx < 0) return {rows};
+                  // Positions holding the padding id took no part in the forward: their gradient is 0.
+                  Tensor keep;
+                  {
+                    NoGradGuard constant;
+                    Tensor pad = full(idx.shape(), static_cast<double>(padding_idx), {DType::i64, idx.device()});
+                    keep = to_dtype(unsqueeze(ne(idx, pad), -1), gg.dtype());
+                  }
+                  return {mul(rows, keep)};
+                });
 }
 
 // The padding sample holds row 1 at zero, as a model does: its true gradient is
@@ -81,7 +83,8 @@ LOOM_OP(embedding){
                 {{{{3, 5}}, {{8}, Domain::any, DType::i64, 3}}, {}, "V=3 D=5, ids [8] (repeats)"},
                 {{{{4, 3}}, {{3, 4}, Domain::any, DType::i64, 4}},
                  [](const OpArgs& x) {
-                   Tensor row_mask = to_dtype(from_vector<double>({1, 0, 1, 1}, {4, 1}, {DType::f64, x[0].device()}), x[0].dtype());
+                   Tensor row_mask =
+                       to_dtype(from_vector<double>({1, 0, 1, 1}, {4, 1}, {DType::f64, x[0].device()}), x[0].dtype());
                    return embedding(x[0] * row_mask, x[1], 1);
                  },
                  "padding_idx=1, row held at 0"}},
@@ -95,7 +98,8 @@ LOOM_OP(embedding_backward){
     .call = [](const OpArgs& x) { return embedding_backward(x[0], x[1], 6); },
     .samples = {{{{{2, 3, 4}}, {{2, 3}, Domain::any, DType::i64, 6}}, {}, "V=6 D=4, ids [2,3]"},
                 {{{{10, 3}}, {{10}, Domain::any, DType::i64, 4}},
-                 [](const OpArgs& x) { return embedding_backward(x[0], x[1], 4, 3); }, "V=4 padding_idx=3, repeats"}},
+                 [](const OpArgs& x) { return embedding_backward(x[0], x[1], 4, 3); },
+                 "V=4 padding_idx=3, repeats"}},
 };
 
 }  // namespace loom

@@ -6,7 +6,9 @@ namespace loom {
 Tensor exp(const Tensor& x, Where where) {
   CallSite site(where);
   Tensor out = detail::unary_op("exp", x, detail::DTypes::floating);
-  return record("exp", {x}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {mul(g, c.out())}; }, SavedOutput::yes);
+  return record(
+      "exp", {x}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {mul(g, c.out())}; },
+      SavedOutput::yes);
 }
 
 LOOM_OP(exp){

@@ -25,9 +25,8 @@ Tensor expand(const Tensor& x, const Shape& shape, Where where) {
   if (sizes == x.shape()) return x;
   Tensor out = Tensor::make_view(x, sizes, strides, x.offset());
   Shape input_shape = x.shape();
-  return record("expand", {x}, out, [input_shape](BackwardContext&, const Tensor& g) -> detail::Grads {
-    return {sum_to(g, input_shape)};
-  });
+  return record("expand", {x}, out,
+                [input_shape](BackwardContext&, const Tensor& g) -> detail::Grads { return {sum_to(g, input_shape)}; });
 }
 
 LOOM_OP(expand){
@@ -35,7 +34,10 @@ LOOM_OP(expand){
     .formula = "y = x repeated along its size-1 dims (and new leading dims), stride 0",
     .derivative = "dx = sum_to(g, x.shape)",
     .shape_rule = "x.shape broadcast to the given shape",
-    .call = [](const OpArgs& x) { return expand(x[0], {2, 4, 3}); },
+    .call =
+        [](const OpArgs& x) {
+          return expand(x[0], {2, 4, 3});
+        },
     .samples = {unary_sample({4, 1}, Domain::any, "[4,1]->[2,4,3]")},
 };
 

@@ -38,12 +38,15 @@ LOOM_OP(gather){
     .shape_rule = "index's shape",
     .call = [](const OpArgs& x) { return gather(x[0], 0, x[1]); },
     .samples = {{{{{4, 5}}, {{3, 5}, Domain::any, DType::i64, 4}}, {}, "dim=0"},
-                {{{{3, 5}}, {{3, 7}, Domain::any, DType::i64, 5}}, [](const OpArgs& x) { return gather(x[0], 1, x[1]); },
+                {{{{3, 5}}, {{3, 7}, Domain::any, DType::i64, 5}},
+                 [](const OpArgs& x) { return gather(x[0], 1, x[1]); },
                  "dim=1, index wider than x"},
-                {{{{4, 5}}, {{2, 3}, Domain::any, DType::i64, 5}}, [](const OpArgs& x) { return gather(x[0], -1, x[1]); },
+                {{{{4, 5}}, {{2, 3}, Domain::any, DType::i64, 5}},
+                 [](const OpArgs& x) { return gather(x[0], -1, x[1]); },
                  "dim=-1, index smaller"},
                 {{{{2, 3, 4}}, {{2, 5, 4}, Domain::any, DType::i64, 3}},
-                 [](const OpArgs& x) { return gather(x[0], 1, x[1]); }, "3-D dim=1"}},
+                 [](const OpArgs& x) { return gather(x[0], 1, x[1]); },
+                 "3-D dim=1"}},
 };
 
 }  // namespace loom

@@ -19,8 +19,8 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate, Where where) {
 Tensor gelu_tanh(const Tensor& x, Where where) {
   CallSite site(where);
   Tensor out = detail::unary_op("gelu_tanh", x, detail::DTypes::floating);
-  return record("gelu_tanh", {x},
-                out, [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {gelu_tanh_backward(x, g)}; });
+  return record("gelu_tanh", {x}, out,
+                [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {gelu_tanh_backward(x, g)}; });
 }
 
 // gelu_tanh_backward(x, g) = g * y'(x), differentiable again (composed from ops):

@@ -17,7 +17,8 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   LOOM_CHECK(index.dim() <= 1, "index_add: index must be 1-D, got shape {}", index.shape());
   Tensor idx = detail::index_values("index_add", index, self);
   Shape want = detail::with_dim(self.shape(), dim, idx.numel());
-  LOOM_CHECK(source.shape() == want, "index_add: source of shape {} does not match self of shape {} with {} indices in dim {} (expected {})",
+  LOOM_CHECK(source.shape() == want,
+             "index_add: source of shape {} does not match self of shape {} with {} indices in dim {} (expected {})",
              source.shape(), self.shape(), idx.numel(), dim, want);
   Tensor out = Tensor::empty(self.shape(), {self.dtype(), self.device()});
   {
@@ -38,9 +39,11 @@ LOOM_OP(index_add){
     .call = [](const OpArgs& x) { return index_add(x[0], 0, x[1], x[2]); },
     .samples = {{{{{4, 5}}, {{6}, Domain::any, DType::i64, 4}, {{6, 5}}}, {}, "dim=0, repeated indices"},
                 {{{{3, 5}}, {{2}, Domain::any, DType::i64, 5}, {{3, 2}}},
-                 [](const OpArgs& x) { return index_add(x[0], 1, x[1], x[2]); }, "dim=1"},
+                 [](const OpArgs& x) { return index_add(x[0], 1, x[1], x[2]); },
+                 "dim=1"},
                 {{{{2, 4, 3}}, {{5}, Domain::any, DType::i64, 4}, {{2, 5, 3}}},
-                 [](const OpArgs& x) { return index_add(x[0], -2, x[1], x[2]); }, "3-D dim=-2"}},
+                 [](const OpArgs& x) { return index_add(x[0], -2, x[1], x[2]); },
+                 "3-D dim=-2"}},
 };
 
 }  // namespace loom

@@ -28,9 +28,11 @@ LOOM_OP(index_select){
     .call = [](const OpArgs& x) { return index_select(x[0], 0, x[1]); },
     .samples = {{{{{4, 5}}, {{6}, Domain::any, DType::i64, 4}}, {}, "dim=0, repeated indices"},
                 {{{{3, 5}}, {{4}, Domain::any, DType::i64, 5}},
-                 [](const OpArgs& x) { return index_select(x[0], 1, x[1]); }, "dim=1"},
+                 [](const OpArgs& x) { return index_select(x[0], 1, x[1]); },
+                 "dim=1"},
                 {{{{2, 5, 3}}, {{3}, Domain::any, DType::i64, 5}},
-                 [](const OpArgs& x) { return index_select(x[0], -2, x[1]); }, "3-D dim=-2"}},
+                 [](const OpArgs& x) { return index_select(x[0], -2, x[1]); },
+                 "3-D dim=-2"}},
 };
 
 }  // namespace loom

@@ -106,8 +106,10 @@ LOOM_OP(layer_norm_backward){
     .samples = {{{{{4, 6}}, {{6}}, {{4, 6}}}},
                 {{{{2, 3, 5}}, {{5}}, {{2, 3, 5}}}},
                 {{{{3, 70}}, {{70}}, {{3, 70}}}, {}, "D=70 (vector lanes)"},
-                {{{{3, 5}}, {{3, 5}}}, [](const OpArgs& x) { return layer_norm_backward(x[0], {}, x[1]); },
-                 "no weight", [](const OpArgs& x) { return layer_norm_backward_composed(x[0], {}, x[1], 1e-5); }}},
+                {{{{3, 5}}, {{3, 5}}},
+                 [](const OpArgs& x) { return layer_norm_backward(x[0], {}, x[1]); },
+                 "no weight",
+                 [](const OpArgs& x) { return layer_norm_backward_composed(x[0], {}, x[1], 1e-5); }}},
     .composed = [](const OpArgs& x) { return layer_norm_backward_composed(x[0], x[1], x[2], 1e-5); },
 };
 
@@ -121,8 +123,10 @@ LOOM_OP(layer_norm_param_grads){
                 {{{{2, 3, 5}}, {{2, 3, 5}}}},
                 // 40 rows of 70: two row blocks of the partial sums, the vector lanes and the tail
                 {{{{40, 70}}, {{40, 70}}}, {}, "[40,70] (row blocks, vector lanes)"},
-                {{{{3, 4}}, {{3, 4}}}, [](const OpArgs& x) { return layer_norm_param_grads(x[0], x[1], 0.1); },
-                 "eps=0.1", [](const OpArgs& x) { return layer_norm_param_grads_composed(x[0], x[1], 0.1); }}},
+                {{{{3, 4}}, {{3, 4}}},
+                 [](const OpArgs& x) { return layer_norm_param_grads(x[0], x[1], 0.1); },
+                 "eps=0.1",
+                 [](const OpArgs& x) { return layer_norm_param_grads_composed(x[0], x[1], 0.1); }}},
     .composed = [](const OpArgs& x) { return layer_norm_param_grads_composed(x[0], x[1], 1e-5); },
 };
 

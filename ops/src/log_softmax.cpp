@@ -16,10 +16,13 @@ namespace {
 Tensor log_softmax_last(const Tensor& x, const Tensor& mask) {
   Tensor out = detail::masked_rows("log_softmax", x, mask);
   Shape mask_shape = mask.defined() ? mask.shape() : Shape{};
-  return record("log_softmax", {x, mask}, out, [mask_shape](BackwardContext& c, const Tensor& g) -> detail::Grads {
-    Tensor dx = log_softmax_backward(c.out(), g);
-    return {c.needs(0) ? dx : Tensor(), c.needs(1) ? sum_to(dx, mask_shape) : Tensor()};
-  }, SavedOutput::yes);
+  return record(
+      "log_softmax", {x, mask}, out,
+      [mask_shape](BackwardContext& c, const Tensor& g) -> detail::Grads {
+        Tensor dx = log_softmax_backward(c.out(), g);
+        return {c.needs(0) ? dx : Tensor(), c.needs(1) ? sum_to(dx, mask_shape) : Tensor()};
+      },
+      SavedOutput::yes);
 }
 
 }  // namespace
@@ -62,10 +65,14 @@ LOOM_OP(log_softmax){
     .call = [](const OpArgs& x) { return log_softmax(x[0]); },
     .samples = {unary_sample({4, 7}),
                 unary_sample({2, 3, 5}),
-                {{{{2, 5, 3}}}, [](const OpArgs& x) { return log_softmax(x[0], 0); }, "dim=0",
+                {{{{2, 5, 3}}},
+                 [](const OpArgs& x) { return log_softmax(x[0], 0); },
+                 "dim=0",
                  [](const OpArgs& x) { return log_softmax_composed(x[0], 0); }},
-                {{{{3, 4, 5}}, {{4, 5}}}, [](const OpArgs& x) { return log_softmax(x[0], -1, x[1]); },
-                 "additive mask [4,5]", [](const OpArgs& x) { return log_softmax_composed(add(x[0], x[1]), -1); }}},
+                {{{{3, 4, 5}}, {{4, 5}}},
+                 [](const OpArgs& x) { return log_softmax(x[0], -1, x[1]); },
+                 "additive mask [4,5]",
+                 [](const OpArgs& x) { return log_softmax_composed(add(x[0], x[1]), -1); }}},
     .composed = [](const OpArgs& x) { return log_softmax_composed(x[0], -1); },
 };
 

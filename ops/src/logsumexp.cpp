@@ -16,12 +16,15 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim, Where where) 
   Shape reduce_dims = kernels::normalize_dims(dims, x.dim(), "logsumexp");
   Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), reduce_dims, keepdim), {x.dtype(), x.device()});
   detail::kernel_for<kernels::ReduceKernel>("logsumexp", x)(out, x, reduce_dims);
-  return record("logsumexp", {x}, out, [x, reduce_dims, keepdim](BackwardContext& c, const Tensor& g) -> detail::Grads {
-    Shape kept = kernels::reduced_shape(x.shape(), reduce_dims, true);
-    Tensor out_kept = keepdim ? c.out() : reshape(c.out(), kept);
-    Tensor g_kept = keepdim ? g : reshape(g, kept);
-    return {mul(g_kept, exp(sub(x, out_kept)))};  // softmax(x) = exp(x - logsumexp(x))
-  }, SavedOutput::yes);
+  return record(
+      "logsumexp", {x}, out,
+      [x, reduce_dims, keepdim](BackwardContext& c, const Tensor& g) -> detail::Grads {
+        Shape kept = kernels::reduced_shape(x.shape(), reduce_dims, true);
+        Tensor out_kept = keepdim ? c.out() : reshape(c.out(), kept);
+        Tensor g_kept = keepdim ? g : reshape(g, kept);
+        return {mul(g_kept, exp(sub(x, out_kept)))};  // softmax(x) = exp(x - logsumexp(x))
+      },
+      SavedOutput::yes);
 }
 
 static Sample lse_sample(Shape shape, Shape dims, bool keepdim, std::string label) {
@@ -37,10 +40,8 @@ LOOM_OP(logsumexp){
     .derivative = "dx = g·exp(x - y) = g·softmax(x)",
     .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return logsumexp(x[0]); },
-    .samples = {lse_sample({4, 7}, {}, false, "all"),
-                lse_sample({4, 7}, {1}, false, "dims={1}"),
-                lse_sample({4, 7}, {0}, true, "dims={0} keepdim"),
-                lse_sample({2, 3, 5}, {0, 2}, false, "dims={0,2}"),
+    .samples = {lse_sample({4, 7}, {}, false, "all"), lse_sample({4, 7}, {1}, false, "dims={1}"),
+                lse_sample({4, 7}, {0}, true, "dims={0} keepdim"), lse_sample({2, 3, 5}, {0, 2}, false, "dims={0,2}"),
                 lse_sample({2, 3, 5}, {-1}, true, "dims={-1} keepdim")},
 };
 

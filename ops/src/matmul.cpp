@@ -35,10 +35,14 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     // Each gradient laid out as its operand is stored: for an operand stored
     // transposed (a Linear's weight.t()) the product is taken transposed,
     // (X^T)^T, so the gradient reaching the weight is dense and needs no copy.
-    auto da = [&] { return detail::stored_transposed(a) ? transpose(matmul_nd(b, transpose(g, -1, -2)), -1, -2)
-                                                : matmul_nd(g, transpose(b, -1, -2)); };
-    auto db = [&] { return detail::stored_transposed(b) ? transpose(matmul_nd(transpose(g, -1, -2), a), -1, -2)
-                                                : matmul_nd(transpose(a, -1, -2), g); };
+    auto da = [&] {
+      return detail::stored_transposed(a) ? transpose(matmul_nd(b, transpose(g, -1, -2)), -1, -2)
+                                          : matmul_nd(g, transpose(b, -1, -2));
+    };
+    auto db = [&] {
+      return detail::stored_transposed(b) ? transpose(matmul_nd(transpose(g, -1, -2), a), -1, -2)
+                                          : matmul_nd(transpose(a, -1, -2), g);
+    };
     return {c.needs(0) ? sum_to(da(), c.input_shape(0)) : Tensor(),
             c.needs(1) ? sum_to(db(), c.input_shape(1)) : Tensor()};
   });
@@ -49,8 +53,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b, Where where) {
   CallSite site(where);
   detail::check_same_kind("matmul", a, b);
-  LOOM_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got shapes {} and {}",
-             a.shape(), b.shape());
+  LOOM_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got shapes {} and {}", a.shape(),
+             b.shape());
   LOOM_CHECK(is_floating(a.dtype()), "matmul: expected float32 or float64, got {}", dtype_name(a.dtype()));
   if (detail::rounds_once(a, b)) return detail::matmul_rounded_once(a, b);
   // Vectors become matrices (a row on the left, a column on the right) and lose that dim again after.

@@ -10,13 +10,13 @@ namespace loom {
 Tensor pad(const Tensor& x, const Shape& pads, double value, Where where) {
   CallSite site(where);
   LOOM_CHECK(pads.size() % 2 == 0 && static_cast<int64_t>(pads.size()) <= 2 * x.dim(),
-             "pad: pads {} must hold a (left, right) pair for each of at most {} dims (input shape {})", pads,
-             x.dim(), x.shape());
+             "pad: pads {} must hold a (left, right) pair for each of at most {} dims (input shape {})", pads, x.dim(),
+             x.shape());
   Shape left(x.dim(), 0), out_shape = x.shape();
   for (size_t i = 0; i < pads.size() / 2; ++i) {
     int64_t d = x.dim() - 1 - static_cast<int64_t>(i);
-    LOOM_CHECK(pads[2 * i] >= 0 && pads[2 * i + 1] >= 0, "pad: negative padding {} is not supported (shape {})",
-               pads, x.shape());
+    LOOM_CHECK(pads[2 * i] >= 0 && pads[2 * i + 1] >= 0, "pad: negative padding {} is not supported (shape {})", pads,
+               x.shape());
     left[d] = pads[2 * i];
     out_shape[d] += pads[2 * i] + pads[2 * i + 1];
   }
@@ -36,10 +36,21 @@ LOOM_OP(pad){
     .formula = "y = value everywhere, x written at [left_d, left_d + x.size(d)) of each padded dim",
     .derivative = "dx = g sliced back to that interior",
     .shape_rule = "size(d) + left_d + right_d in each padded dim",
-    .call = [](const OpArgs& x) { return pad(x[0], {1, 2}, 0.5); },
+    .call =
+        [](const OpArgs& x) {
+          return pad(x[0], {1, 2}, 0.5);
+        },
     .samples = {unary_sample({3, 4}, Domain::any, "last dim (1,2) value=0.5"),
-                {{{{2, 3, 4}}}, [](const OpArgs& x) { return pad(x[0], {1, 0, 2, 1}); }, "last 2 dims (1,0),(2,1)"},
-                {{{{2, 3}}}, [](const OpArgs& x) { return pad(x[0], {0, 1, 1, 0}, -1.0); }, "all dims value=-1"}},
+                {{{{2, 3, 4}}},
+                 [](const OpArgs& x) {
+                   return pad(x[0], {1, 0, 2, 1});
+                 },
+                 "last 2 dims (1,0),(2,1)"},
+                {{{{2, 3}}},
+                 [](const OpArgs& x) {
+                   return pad(x[0], {0, 1, 1, 0}, -1.0);
+                 },
+                 "all dims value=-1"}},
 };
 
 }  // namespace loom

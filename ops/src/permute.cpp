@@ -18,9 +18,8 @@ Tensor permute(const Tensor& x, const Shape& dims, Where where) {
     inverse[d] = static_cast<int64_t>(i);
   }
   Tensor out = Tensor::make_view(x, sizes, strides, x.offset());
-  return record("permute", {x}, out, [inverse](BackwardContext&, const Tensor& g) -> detail::Grads {
-    return {permute(g, inverse)};
-  });
+  return record("permute", {x}, out,
+                [inverse](BackwardContext&, const Tensor& g) -> detail::Grads { return {permute(g, inverse)}; });
 }
 
 // Composite: a permutation that swaps two dims.
@@ -37,7 +36,10 @@ LOOM_OP(permute){
     .formula = "y = x with its dims reordered (a view)",
     .derivative = "dx = permute(g, inverse(dims))",
     .shape_rule = "y.shape[i] = x.shape[dims[i]]",
-    .call = [](const OpArgs& x) { return permute(x[0], {2, 0, 1}); },
+    .call =
+        [](const OpArgs& x) {
+          return permute(x[0], {2, 0, 1});
+        },
     .samples = {unary_sample({2, 3, 4}, Domain::any, "{2,0,1}")},
 };
 

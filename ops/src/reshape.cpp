@@ -68,8 +68,7 @@ Tensor view_impl(std::string_view op, const Tensor& x, const Shape& shape, bool 
       return {reshape(g, input_shape)};
     });
   }
-  LOOM_CHECK(allow_copy,
-             "view: shape {} cannot view a tensor of shape {} with strides {} without a copy; use reshape",
+  LOOM_CHECK(allow_copy, "view: shape {} cannot view a tensor of shape {} with strides {} without a copy; use reshape",
              shape, x.shape(), x.strides());
   return view_impl(op, contiguous(x), target, false);
 }
@@ -91,7 +90,10 @@ LOOM_OP(reshape){
     .formula = "y = x's elements, in order, in a new shape (a view when strides allow)",
     .derivative = "dx = reshape(g, x.shape)",
     .shape_rule = "same numel; one size may be -1",
-    .call = [](const OpArgs& x) { return reshape(x[0], {7, 2, 2}); },
+    .call =
+        [](const OpArgs& x) {
+          return reshape(x[0], {7, 2, 2});
+        },
     .samples = {unary_sample({4, 7}, Domain::any, "[4,7]->[7,2,2]")},
 };
 
@@ -100,7 +102,10 @@ LOOM_OP(view){
     .formula = "y = x's elements in a new shape, never copied",
     .derivative = "dx = reshape(g, x.shape)",
     .shape_rule = "same numel; one size may be -1",
-    .call = [](const OpArgs& x) { return view(x[0], {2, -1}); },
+    .call =
+        [](const OpArgs& x) {
+          return view(x[0], {2, -1});
+        },
     .samples = {unary_sample({2, 3, 4}, Domain::any, "[2,3,4]->[2,-1]")},
     .variants = false,  // a transposed input cannot be viewed: that error is tested in test_views
 };

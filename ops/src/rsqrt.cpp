@@ -6,9 +6,12 @@ namespace loom {
 Tensor rsqrt(const Tensor& x, Where where) {
   CallSite site(where);
   Tensor out = detail::unary_op("rsqrt", x, detail::DTypes::floating);
-  return record("rsqrt", {x}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads {
-    return {mul(g, mul(pow(c.out(), 3.0), detail::constant_like(g, -0.5)))};
-  }, SavedOutput::yes);
+  return record(
+      "rsqrt", {x}, out,
+      [](BackwardContext& c, const Tensor& g) -> detail::Grads {
+        return {mul(g, mul(pow(c.out(), 3.0), detail::constant_like(g, -0.5)))};
+      },
+      SavedOutput::yes);
 }
 
 LOOM_OP(rsqrt){

@@ -21,7 +21,8 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
              idx.shape(), self.shape());
   for (int64_t d = 0; d < self.dim(); ++d)
     LOOM_CHECK(d == dim || idx.shape()[d] <= self.shape()[d],
-               "scatter_add: index of shape {} is larger than self of shape {} in dim {}", idx.shape(), self.shape(), d);
+               "scatter_add: index of shape {} is larger than self of shape {} in dim {}", idx.shape(), self.shape(),
+               d);
   Tensor out = Tensor::empty(self.shape(), {self.dtype(), self.device()});
   {
     NoGradGuard kernel_internals;
@@ -41,9 +42,11 @@ LOOM_OP(scatter_add){
     .call = [](const OpArgs& x) { return scatter_add(x[0], 0, x[1], x[2]); },
     .samples = {{{{{4, 5}}, {{6, 5}, Domain::any, DType::i64, 4}, {{6, 5}}}, {}, "dim=0, repeated indices"},
                 {{{{3, 5}}, {{2, 4}, Domain::any, DType::i64, 5}, {{2, 4}}},
-                 [](const OpArgs& x) { return scatter_add(x[0], -1, x[1], x[2]); }, "dim=-1, index smaller"},
+                 [](const OpArgs& x) { return scatter_add(x[0], -1, x[1], x[2]); },
+                 "dim=-1, index smaller"},
                 {{{{2, 3, 4}}, {{2, 5, 4}, Domain::any, DType::i64, 3}, {{2, 5, 4}}},
-                 [](const OpArgs& x) { return scatter_add(x[0], 1, x[1], x[2]); }, "3-D dim=1"}},
+                 [](const OpArgs& x) { return scatter_add(x[0], 1, x[1], x[2]); },
+                 "3-D dim=1"}},
 };
 
 }  // namespace loom

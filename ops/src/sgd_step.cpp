@@ -28,15 +28,17 @@ static OpCall sgd_stepped(SgdStep step) {
 
 LOOM_OP(sgd_step_){
     .name = "sgd_step_",
-    .formula = "d = g + wd·w;  buf = μ·buf + (1-dampening)·d (d on the first step);  "
-               "d = nesterov ? d + μ·buf : buf;  w -= lr·d",
+    .formula =
+        "d = g + wd·w;  buf = μ·buf + (1-dampening)·d (d on the first step);  "
+        "d = nesterov ? d + μ·buf : buf;  w -= lr·d",
     .derivative = "none: an in-place optimizer update (runs after backward, under NoGradGuard)",
     .shape_rule = "w, g, buf: one shape; updated in place",
     .call = sgd_stepped({.lr = 0.1, .weight_decay = 0.01}),
-    .samples = {{{{{4, 7}}, {{4, 7}}, {{4, 7}}}, {}, "plain, weight decay"},
-                {{{{3, 5}}, {{3, 5}}, {{3, 5}}}, sgd_stepped({.lr = 0.1, .momentum = 0.9, .dampening = 0.1}), "momentum"},
-                {{{{3, 5}}, {{3, 5}}, {{3, 5}}}, sgd_stepped({.lr = 0.1, .momentum = 0.9, .first = true}), "first step"},
-                {{{{3, 5}}, {{3, 5}}, {{3, 5}}}, sgd_stepped({.lr = 0.1, .momentum = 0.9, .nesterov = true}), "Nesterov"}},
+    .samples =
+        {{{{{4, 7}}, {{4, 7}}, {{4, 7}}}, {}, "plain, weight decay"},
+         {{{{3, 5}}, {{3, 5}}, {{3, 5}}}, sgd_stepped({.lr = 0.1, .momentum = 0.9, .dampening = 0.1}), "momentum"},
+         {{{{3, 5}}, {{3, 5}}, {{3, 5}}}, sgd_stepped({.lr = 0.1, .momentum = 0.9, .first = true}), "first step"},
+         {{{{3, 5}}, {{3, 5}}, {{3, 5}}}, sgd_stepped({.lr = 0.1, .momentum = 0.9, .nesterov = true}), "Nesterov"}},
     .differentiable = false,
     .variants = false,
     .note = "an in-place update of contiguous parameters: no gradient, no strided or broadcast operands",

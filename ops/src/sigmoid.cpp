@@ -6,8 +6,10 @@ namespace loom {
 Tensor sigmoid(const Tensor& x, Where where) {
   CallSite site(where);
   Tensor out = detail::unary_op("sigmoid", x, detail::DTypes::floating);
-  return record("sigmoid", {x}, out,
-                [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {sigmoid_backward(c.out(), g)}; }, SavedOutput::yes);
+  return record(
+      "sigmoid", {x}, out,
+      [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {sigmoid_backward(c.out(), g)}; },
+      SavedOutput::yes);
 }
 
 // sigmoid_backward(y, g) = g * y * (1 - y): a primitive of its own so that the

@@ -42,9 +42,10 @@ Tensor slice_backward(const Tensor& grad, const Shape& input_shape, int64_t dim,
     NoGradGuard no_grad;  // the copy into the slice is this op's kernel, not a graph node
     copy_(slice(out, dim, start, end, step), grad);
   }
-  return record("slice_backward", {grad}, out, [dim, start, end, step](BackwardContext&, const Tensor& g) -> detail::Grads {
-    return {slice(g, dim, start, end, step)};
-  });
+  return record("slice_backward", {grad}, out,
+                [dim, start, end, step](BackwardContext&, const Tensor& g) -> detail::Grads {
+                  return {slice(g, dim, start, end, step)};
+                });
 }
 
 // Composite: a slice of `length` indices from `start`.
@@ -63,8 +64,8 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index, Where where) {
   CallSite site(where);
   int64_t d = wrap_dim(dim, x.dim(), "select");
   int64_t size = x.shape()[d];
-  LOOM_CHECK(index >= -size && index < size, "select: index {} is out of range for dim {} of size {} (shape {})",
-             index, d, size, x.shape());
+  LOOM_CHECK(index >= -size && index < size, "select: index {} is out of range for dim {} of size {} (shape {})", index,
+             d, size, x.shape());
   if (index < 0) index += size;
   return squeeze(slice(x, d, index, index + 1, 1), d);
 }
@@ -84,7 +85,10 @@ LOOM_OP(slice_backward){
     .formula = "dx = zeros(input_shape) with g written at [start:end:step] along dim",
     .derivative = "d/dg = slice(v, dim, start, end, step)",
     .shape_rule = "→ input_shape",
-    .call = [](const OpArgs& x) { return slice_backward(x[0], {4, 7}, 1, 1, 6, 2); },
+    .call =
+        [](const OpArgs& x) {
+          return slice_backward(x[0], {4, 7}, 1, 1, 6, 2);
+        },
     .samples = {unary_sample({4, 3}, Domain::any, "into [4,7] dim=1 [1:6:2]")},
 };
 

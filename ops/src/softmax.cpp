@@ -17,10 +17,13 @@ namespace {
 Tensor softmax_last(const Tensor& x, const Tensor& mask) {
   Tensor out = detail::masked_rows("softmax", x, mask);
   Shape mask_shape = mask.defined() ? mask.shape() : Shape{};
-  return record("softmax", {x, mask}, out, [mask_shape](BackwardContext& c, const Tensor& g) -> detail::Grads {
-    Tensor dx = softmax_backward(c.out(), g);
-    return {c.needs(0) ? dx : Tensor(), c.needs(1) ? sum_to(dx, mask_shape) : Tensor()};
-  }, SavedOutput::yes);
+  return record(
+      "softmax", {x, mask}, out,
+      [mask_shape](BackwardContext& c, const Tensor& g) -> detail::Grads {
+        Tensor dx = softmax_backward(c.out(), g);
+        return {c.needs(0) ? dx : Tensor(), c.needs(1) ? sum_to(dx, mask_shape) : Tensor()};
+      },
+      SavedOutput::yes);
 }
 
 }  // namespace
@@ -35,8 +38,7 @@ Tensor softmax_backward(const Tensor& y, const Tensor& grad, Where where) {
   Tensor out = detail::row_backward("softmax_backward", y, grad);
   return record("softmax_backward", {y, grad}, out, [y, grad](BackwardContext& c, const Tensor& v) -> detail::Grads {
     Tensor dy;
-    if (c.needs(0))
-      dy = sub(mul(v, sub(grad, sum(mul(grad, y), {-1}, true))), mul(grad, sum(mul(v, y), {-1}, true)));
+    if (c.needs(0)) dy = sub(mul(v, sub(grad, sum(mul(grad, y), {-1}, true))), mul(grad, sum(mul(v, y), {-1}, true)));
     return {dy, c.needs(1) ? softmax_backward(y, v) : Tensor()};
   });
 }
@@ -57,15 +59,24 @@ LOOM_OP(softmax){
     .call = [](const OpArgs& x) { return softmax(x[0]); },
     .samples = {unary_sample({4, 7}),
                 unary_sample({2, 3, 5}),
-                {{{{2, 5, 3}}}, [](const OpArgs& x) { return softmax(x[0], 1); }, "dim=1",
+                {{{{2, 5, 3}}},
+                 [](const OpArgs& x) { return softmax(x[0], 1); },
+                 "dim=1",
                  [](const OpArgs& x) { return softmax_composed(x[0], 1); }},
-                {{{{3, 4, 5}}, {{4, 5}}}, [](const OpArgs& x) { return softmax(x[0], -1, x[1]); },
-                 "additive mask [4,5]", [](const OpArgs& x) { return softmax_composed(add(x[0], x[1]), -1); }},
-                {{{{2, 5, 3}}, {{5, 1}}}, [](const OpArgs& x) { return softmax(x[0], 1, x[1]); },
-                 "dim=1, additive mask [5,1]", [](const OpArgs& x) { return softmax_composed(add(x[0], x[1]), 1); }},
-                {{{{2, 4, 4}}}, [](const OpArgs& x) { return softmax(x[0], -1, causal_mask(4, x[0].device())); },
+                {{{{3, 4, 5}}, {{4, 5}}},
+                 [](const OpArgs& x) { return softmax(x[0], -1, x[1]); },
+                 "additive mask [4,5]",
+                 [](const OpArgs& x) { return softmax_composed(add(x[0], x[1]), -1); }},
+                {{{{2, 5, 3}}, {{5, 1}}},
+                 [](const OpArgs& x) { return softmax(x[0], 1, x[1]); },
+                 "dim=1, additive mask [5,1]",
+                 [](const OpArgs& x) { return softmax_composed(add(x[0], x[1]), 1); }},
+                {{{{2, 4, 4}}},
+                 [](const OpArgs& x) { return softmax(x[0], -1, causal_mask(4, x[0].device())); },
                  "causal bool mask",
-                 [](const OpArgs& x) { return softmax_composed(add(x[0], detail::causal_additive(4, x[0].device())), -1); }}},
+                 [](const OpArgs& x) {
+                   return softmax_composed(add(x[0], detail::causal_additive(4, x[0].device())), -1);
+                 }}},
     .composed = [](const OpArgs& x) { return softmax_composed(x[0], -1); },
 };
 

@@ -46,7 +46,8 @@ LOOM_OP(split){
     .call = [](const OpArgs& x) { return split(x[0], 2, 1)[1]; },
     .samples = {unary_sample({3, 7}, Domain::any, "size=2 dim=1, piece 1"),
                 {{{{3, 7}}}, [](const OpArgs& x) { return split(x[0], 2, 1).back(); }, "size=2 dim=1, last (short)"},
-                {{{{5, 2, 3}}}, [](const OpArgs& x) { return reversed_cat(split(x[0], 2, 0), 0); },
+                {{{{5, 2, 3}}},
+                 [](const OpArgs& x) { return reversed_cat(split(x[0], 2, 0), 0); },
                  "size=2 dim=0, pieces reversed"}},
 };
 
@@ -57,7 +58,8 @@ LOOM_OP(chunk){
     .shape_rule = "at most `chunks` pieces",
     .call = [](const OpArgs& x) { return chunk(x[0], 3, 0)[2]; },
     .samples = {unary_sample({7, 3}, Domain::any, "3 chunks dim=0, piece 2"),
-                {{{{2, 6}}}, [](const OpArgs& x) { return reversed_cat(chunk(x[0], 4, -1), -1); },
+                {{{{2, 6}}},
+                 [](const OpArgs& x) { return reversed_cat(chunk(x[0], 4, -1), -1); },
                  "4 chunks of 6 (3 pieces) dim=-1, reversed"}},
 };
 

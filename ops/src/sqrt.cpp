@@ -6,10 +6,13 @@ namespace loom {
 Tensor sqrt(const Tensor& x, Where where) {
   CallSite site(where);
   Tensor out = detail::unary_op("sqrt", x, detail::DTypes::floating);
-  return record("sqrt", {x}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads {
-    // Through the output: one division, and the output carries its own graph for double backward.
-    return {div(g, mul(c.out(), detail::constant_like(g, 2.0)))};
-  }, SavedOutput::yes);
+  return record(
+      "sqrt", {x}, out,
+      [](BackwardContext& c, const Tensor& g) -> detail::Grads {
+        // Through the output: one division, and the output carries its own graph for double backward.
+        return {div(g, mul(c.out(), detail::constant_like(g, 2.0)))};
+      },
+      SavedOutput::yes);
 }
 
 // Domain::positive: sqrt is not differentiable at 0 and undefined below it.

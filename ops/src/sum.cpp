@@ -11,10 +11,11 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim, Where where) {
   Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), reduce_dims, keepdim), {x.dtype(), x.device()});
   detail::kernel_for<kernels::ReduceKernel>("sum", x)(out, x, reduce_dims);
   Shape input_shape = x.shape();
-  return record("sum", {x}, out, [input_shape, reduce_dims, keepdim](BackwardContext&, const Tensor& g) -> detail::Grads {
-    Shape kept = kernels::reduced_shape(input_shape, reduce_dims, true);
-    return {expand(keepdim ? g : reshape(g, kept), input_shape)};
-  });
+  return record("sum", {x}, out,
+                [input_shape, reduce_dims, keepdim](BackwardContext&, const Tensor& g) -> detail::Grads {
+                  Shape kept = kernels::reduced_shape(input_shape, reduce_dims, true);
+                  return {expand(keepdim ? g : reshape(g, kept), input_shape)};
+                });
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape, Where where) {
@@ -24,9 +25,12 @@ Tensor sum_to(const Tensor& x, const Shape& shape, Where where) {
   size_t lead = x.dim() - shape.size();
   Shape dims;
   for (size_t d = 0; d < static_cast<size_t>(x.dim()); ++d) {
-    if (d < lead) dims.push_back(static_cast<int64_t>(d));
-    else if (shape[d - lead] == 1 && x.shape()[d] != 1) dims.push_back(static_cast<int64_t>(d));
-    else LOOM_CHECK(shape[d - lead] == x.shape()[d], "sum_to: cannot reduce shape {} to {}", x.shape(), shape);
+    if (d < lead)
+      dims.push_back(static_cast<int64_t>(d));
+    else if (shape[d - lead] == 1 && x.shape()[d] != 1)
+      dims.push_back(static_cast<int64_t>(d));
+    else
+      LOOM_CHECK(shape[d - lead] == x.shape()[d], "sum_to: cannot reduce shape {} to {}", x.shape(), shape);
   }
   Tensor reduced = dims.empty() ? x : sum(x, dims, true);
   return reshape(reduced, shape);
@@ -77,7 +81,10 @@ LOOM_OP(sum_to){
     .formula = "y = x summed over the dims that broadcasting added or expanded",
     .derivative = "dx = expand(g, x.shape)",
     .shape_rule = "→ the given shape (x must broadcast from it)",
-    .call = [](const OpArgs& x) { return sum_to(x[0], {3, 1}); },
+    .call =
+        [](const OpArgs& x) {
+          return sum_to(x[0], {3, 1});
+        },
     .samples = {unary_sample({2, 3, 4}, Domain::any, "[2,3,4]->[3,1]")},
 };
 

@@ -6,8 +6,10 @@ namespace loom {
 Tensor tanh(const Tensor& x, Where where) {
   CallSite site(where);
   Tensor out = detail::unary_op("tanh", x, detail::DTypes::floating);
-  return record("tanh", {x}, out,
-                [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {tanh_backward(c.out(), g)}; }, SavedOutput::yes);
+  return record(
+      "tanh", {x}, out,
+      [](BackwardContext& c, const Tensor& g) -> detail::Grads { return {tanh_backward(c.out(), g)}; },
+      SavedOutput::yes);
 }
 
 // tanh_backward(y, g) = g * (1 - y^2): a primitive of its own so that the
@@ -17,8 +19,9 @@ Tensor tanh_backward(const Tensor& y, const Tensor& grad, Where where) {
   CallSite site(where);
   Tensor out = detail::binary_op("tanh_backward", y, grad, detail::DTypes::numeric);
   return record("tanh_backward", {y, grad}, out, [y, grad](BackwardContext& c, const Tensor& g) -> detail::Grads {
-    return {c.needs(0) ? sum_to(mul(mul(g, grad), mul(y, scalar_tensor(-2.0, {y.dtype(), y.device()}))), c.input_shape(0))
-                       : Tensor(),
+    return {c.needs(0)
+                ? sum_to(mul(mul(g, grad), mul(y, scalar_tensor(-2.0, {y.dtype(), y.device()}))), c.input_shape(0))
+                : Tensor(),
             c.needs(1) ? sum_to(tanh_backward(y, g), c.input_shape(1)) : Tensor()};
   });
 }

@@ -21,17 +21,15 @@ Tensor triangle(std::string_view op, const Tensor& x, int64_t diagonal) {
 Tensor triu(const Tensor& x, int64_t diagonal, Where where) {
   CallSite site(where);
   Tensor out = triangle("triu", x, diagonal);
-  return record("triu", {x}, out, [diagonal](BackwardContext&, const Tensor& g) -> detail::Grads {
-    return {triu(g, diagonal)};
-  });
+  return record("triu", {x}, out,
+                [diagonal](BackwardContext&, const Tensor& g) -> detail::Grads { return {triu(g, diagonal)}; });
 }
 
 Tensor tril(const Tensor& x, int64_t diagonal, Where where) {
   CallSite site(where);
   Tensor out = triangle("tril", x, diagonal);
-  return record("tril", {x}, out, [diagonal](BackwardContext&, const Tensor& g) -> detail::Grads {
-    return {tril(g, diagonal)};
-  });
+  return record("tril", {x}, out,
+                [diagonal](BackwardContext&, const Tensor& g) -> detail::Grads { return {tril(g, diagonal)}; });
 }
 
 Tensor causal_mask(int64_t n, Device device) {

@@ -24,11 +24,12 @@ Tensor var(const Tensor& x, const Shape& dims, bool keepdim, int64_t correction,
     Tensor centred = sub(x, mean(x, reduce_dims, true));
     detail::kernel_for<kernels::VarKernel>("var", x)(out, centred, reduce_dims, divisor);
   }
-  return record("var", {x}, out, [x, reduce_dims, keepdim, kept, divisor](BackwardContext&, const Tensor& g) -> detail::Grads {
-    Tensor centred = sub(x, mean(x, reduce_dims, true));
-    Tensor scale = scalar_tensor(2.0 / divisor, {x.dtype(), x.device()});
-    return {mul(keepdim ? g : reshape(g, kept), mul(centred, scale))};
-  });
+  return record("var", {x}, out,
+                [x, reduce_dims, keepdim, kept, divisor](BackwardContext&, const Tensor& g) -> detail::Grads {
+                  Tensor centred = sub(x, mean(x, reduce_dims, true));
+                  Tensor scale = scalar_tensor(2.0 / divisor, {x.dtype(), x.device()});
+                  return {mul(keepdim ? g : reshape(g, kept), mul(centred, scale))};
+                });
 }
 
 static Sample var_sample(Shape shape, Shape dims, bool keepdim, int64_t correction, std::string label) {
@@ -50,8 +51,7 @@ LOOM_OP(var){
     .derivative = "dx = g·2·(x - mean) / (N - correction)",
     .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return var(x[0]); },
-    .samples = {var_sample({4, 7}, {}, false, 1, "all"),
-                var_sample({4, 7}, {1}, false, 1, "dims={1}"),
+    .samples = {var_sample({4, 7}, {}, false, 1, "all"), var_sample({4, 7}, {1}, false, 1, "dims={1}"),
                 var_sample({4, 7}, {0}, true, 1, "dims={0} keepdim"),
                 var_sample({2, 3, 5}, {0, 2}, false, 0, "dims={0,2} correction=0"),
                 var_sample({2, 3, 5}, {-1}, true, 2, "dims={-1} keepdim correction=2")},

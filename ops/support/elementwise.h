@@ -34,8 +34,8 @@ Tensor compare_op(std::string_view op, const Tensor& a, const Tensor& b);
 
 // Both operands on one device and of one dtype: loom never casts silently.
 inline void check_same_kind(std::string_view op, const Tensor& a, const Tensor& b) {
-  LOOM_CHECK(a.device() == b.device(), "{}: operands are on different devices ({} of shape {} and {} of shape {})",
-             op, a.device(), a.shape(), b.device(), b.shape());
+  LOOM_CHECK(a.device() == b.device(), "{}: operands are on different devices ({} of shape {} and {} of shape {})", op,
+             a.device(), a.shape(), b.device(), b.shape());
   LOOM_CHECK(a.dtype() == b.dtype(),
              "{}: operands have different dtypes ({} of shape {} and {} of shape {}); cast one with to_dtype", op,
              dtype_name(a.dtype()), a.shape(), dtype_name(b.dtype()), b.shape());

@@ -25,8 +25,8 @@ inline void check_row_mask(std::string_view op, const Tensor& mask, const Tensor
   if (!mask.defined()) return;
   LOOM_CHECK(mask.device() == x.device(), "{}: mask is on {} and the input on {}", op, mask.device(), x.device());
   LOOM_CHECK(mask.dtype() == DType::b8 || mask.dtype() == x.dtype(),
-             "{}: mask must be bool (true = masked) or {} like the input (additive), got {}", op,
-             dtype_name(x.dtype()), dtype_name(mask.dtype()));
+             "{}: mask must be bool (true = masked) or {} like the input (additive), got {}", op, dtype_name(x.dtype()),
+             dtype_name(mask.dtype()));
   LOOM_CHECK(mask.dim() <= x.dim() && kernels::broadcast_shapes(x.shape(), mask.shape(), op) == x.shape(),
              "{}: mask of shape {} cannot be broadcast to the input's shape {}", op, mask.shape(), x.shape());
 }
@@ -41,9 +41,7 @@ inline Tensor masked_rows(std::string_view op, const Tensor& x, const Tensor& ma
 }
 
 // Moves `dim` to the end (a transposed view) so a last-dim kernel can run over it.
-inline Tensor move_to_last(const Tensor& t, int64_t dim) {
-  return dim == t.dim() - 1 ? t : transpose(t, dim, -1);
-}
+inline Tensor move_to_last(const Tensor& t, int64_t dim) { return dim == t.dim() - 1 ? t : transpose(t, dim, -1); }
 
 // A last-dim row op applied along any `dim`: moved last (mask too) and back.
 template <typename LastDimOp>

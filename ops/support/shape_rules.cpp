@@ -12,8 +12,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    LOOM_CHECK(da == db || da == 1 || db == 1,
-               "{}: shapes {} and {} cannot be broadcast (dim {} is {} vs {})", op, a, b, i, da, db);
+    LOOM_CHECK(da == db || da == 1 || db == 1, "{}: shapes {} and {} cannot be broadcast (dim {} is {} vs {})", op, a,
+               b, i, da, db);
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -43,8 +43,10 @@ Shape reduced_shape(const Shape& shape, const Shape& dims, bool keepdim) {
   Shape out;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
     bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!reduced) out.push_back(shape[d]);
-    else if (keepdim) out.push_back(1);
+    if (!reduced)
+      out.push_back(shape[d]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }

@@ -10,8 +10,8 @@ inline void check_update_operands(std::string_view op, const Tensor& w, std::ini
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     check_same_kind(op, w, t);
-    LOOM_CHECK(t.shape() == w.shape(), "{}: a tensor of shape {} does not match the parameter's shape {}", op, t.shape(),
-               w.shape());
+    LOOM_CHECK(t.shape() == w.shape(), "{}: a tensor of shape {} does not match the parameter's shape {}", op,
+               t.shape(), w.shape());
     LOOM_CHECK(t.is_contiguous(), "{}: tensors must be contiguous (one of shape {} has strides {})", op, t.shape(),
                t.strides());
   }

@@ -36,8 +36,13 @@ void Adam::step() {
     const double l2 = options_.decoupled_weight_decay ? 0.0 : options_.weight_decay;
     NoGradGuard no_grad;
     adam_step_(p, grad, m_[k], v_[k],
-               {.beta1 = b1, .beta2 = b2, .eps = options_.eps, .step_size = step_size,
-                .root_correction2 = root_correction2, .shrink = decay, .l2 = l2});
+               {.beta1 = b1,
+                .beta2 = b2,
+                .eps = options_.eps,
+                .step_size = step_size,
+                .root_correction2 = root_correction2,
+                .shrink = decay,
+                .l2 = l2});
   }
   ++steps_;
 }
@@ -57,8 +62,8 @@ void Adam::load_state(std::vector<Tensor> first, std::vector<Tensor> second, std
                  moment->defined() ? "a" : "no");
       if (updated)
         LOOM_CHECK(moment->shape() == p.shape() && moment->dtype() == p.dtype(),
-                   "Adam: a moment of parameter {} is {} {} but the parameter is {} {}", k,
-                   dtype_name(moment->dtype()), moment->shape(), dtype_name(p.dtype()), p.shape());
+                   "Adam: a moment of parameter {} is {} {} but the parameter is {} {}", k, dtype_name(moment->dtype()),
+                   moment->shape(), dtype_name(p.dtype()), p.shape());
     }
   }
   for (size_t k = 0; k < n; ++k) {

@@ -22,8 +22,12 @@ void SGD::step() {
     if (o.momentum > 0.0 && first) momentum_[k] = Tensor::empty(p.shape(), {p.dtype(), p.device()});
     NoGradGuard no_grad;
     sgd_step_(p, grad, o.momentum > 0.0 ? momentum_[k] : Tensor(),
-              {.lr = lr_, .weight_decay = o.weight_decay, .momentum = o.momentum, .dampening = o.dampening,
-               .nesterov = o.nesterov, .first = first});
+              {.lr = lr_,
+               .weight_decay = o.weight_decay,
+               .momentum = o.momentum,
+               .dampening = o.dampening,
+               .nesterov = o.nesterov,
+               .first = first});
   }
   ++steps_;
 }

@@ -17,12 +17,12 @@
 namespace loom {
 
 struct AllocatorStats {
-  size_t bytes_in_use = 0;        // block bytes handed out and not yet freed
-  size_t peak_bytes_in_use = 0;   // high-water mark of bytes_in_use
-  size_t bytes_cached = 0;        // bytes held in free lists, ready for reuse
+  size_t bytes_in_use = 0;          // block bytes handed out and not yet freed
+  size_t peak_bytes_in_use = 0;     // high-water mark of bytes_in_use
+  size_t bytes_cached = 0;          // bytes held in free lists, ready for reuse
   uint64_t system_allocations = 0;  // calls that reached the system allocator
-  uint64_t allocations = 0;       // all allocate() calls
-  uint64_t cache_hits = 0;        // allocate() calls served from a free list
+  uint64_t allocations = 0;         // all allocate() calls
+  uint64_t cache_hits = 0;          // allocate() calls served from a free list
 };
 
 class Allocator {

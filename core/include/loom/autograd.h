@@ -117,10 +117,10 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<std::shared_ptr<Node>> next;  // null where that input needs no gradient
   std::vector<TensorMeta> inputs;           // shapes the gradients must have
   TensorMeta output;
-  std::source_location where;               // the user code that recorded this node
-  std::shared_ptr<const std::string> scope;  // the GraphScope it was recorded in (null: none)
-  uint64_t sequence = 0;                    // creation order: later nodes run first
-  std::vector<TensorHook> hooks;            // hooks of the (non-leaf) output tensor
+  std::source_location where;                 // the user code that recorded this node
+  std::shared_ptr<const std::string> scope;   // the GraphScope it was recorded in (null: none)
+  uint64_t sequence = 0;                      // creation order: later nodes run first
+  std::vector<TensorHook> hooks;              // hooks of the (non-leaf) output tensor
   std::weak_ptr<TensorImpl> retained_output;  // set by retain_grad()
 };
 
@@ -178,10 +178,10 @@ class FunctionNode final : public Node {
 // what its formula declares; it may ask the context for the output only when
 // recorded with SavedOutput::yes (the output's memory is then kept until backward).
 enum class SavedOutput { no, yes };
-Tensor record(std::string_view name, std::initializer_list<Tensor> inputs, Tensor output,
-              BackwardFn backward, SavedOutput save_output = SavedOutput::no);
-Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor output,
-              BackwardFn backward, SavedOutput save_output = SavedOutput::no);
+Tensor record(std::string_view name, std::initializer_list<Tensor> inputs, Tensor output, BackwardFn backward,
+              SavedOutput save_output = SavedOutput::no);
+Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor output, BackwardFn backward,
+              SavedOutput save_output = SavedOutput::no);
 
 // Gradient edge of a tensor: its grad_fn, or for a trainable leaf its AccumulateGrad.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
@@ -219,7 +219,7 @@ bool has_non_finite(const Tensor& t);
 // ---- watching gradients flow (for graph pictures and study) ----
 // What went along one edge of the graph in a backward pass.
 struct GradientFlow {
-  double norm = 0;          // L2 norm
+  double norm = 0;  // L2 norm
   bool all_zero = false;
   bool non_finite = false;  // a NaN or Inf in it
 };

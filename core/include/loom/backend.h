@@ -36,7 +36,7 @@ class Backend {
   virtual bool host_accessible() const = 0;
 };
 
-Backend& backend(DeviceType type);       // throws loom::Error if none is registered
+Backend& backend(DeviceType type);  // throws loom::Error if none is registered
 bool has_backend(DeviceType type);
 void register_backend(DeviceType type, Backend* backend);  // not owned
 Allocator& allocator(Device device);

@@ -48,15 +48,37 @@ constexpr std::string_view dtype_name(DType t) {
 
 constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::bf16; }
 
-template <typename T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<bool>() { return DType::b8; }
-template <> constexpr DType dtype_of<bfloat16>() { return DType::bf16; }
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::b8;
+}
+template <>
+constexpr DType dtype_of<bfloat16>() {
+  return DType::bf16;
+}
 
-template <typename T> struct TypeTag { using type = T; };
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
 
 // Runs fn(TypeTag<T>{}) for the C++ type behind `t`: dtype dispatch happens once
 // per op call, never per element. `op` names the caller in the error message.

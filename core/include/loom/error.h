@@ -21,7 +21,7 @@ template <typename... Args>
 }  // namespace loom
 
 // LOOM_CHECK(cond, "op: message {}", arg): throws loom::Error when cond is false.
-#define LOOM_CHECK(cond, ...)        \
-  do {                               \
+#define LOOM_CHECK(cond, ...)               \
+  do {                                      \
     if (!(cond)) ::loom::fail(__VA_ARGS__); \
   } while (0)

@@ -87,9 +87,9 @@ template <typename Fn>
 void register_kernel(std::string_view op, DeviceType device, DType dtype, Fn fast, Fn reference = nullptr) {
   static_assert(std::is_pointer_v<Fn> && std::is_function_v<std::remove_pointer_t<Fn>>,
                 "a kernel is a plain function pointer");
-  detail::register_erased_kernel(op, device, dtype,
-                                 {typeid(Fn), reinterpret_cast<detail::ErasedKernel>(fast),
-                                  reinterpret_cast<detail::ErasedKernel>(reference)});
+  detail::register_erased_kernel(
+      op, device, dtype,
+      {typeid(Fn), reinterpret_cast<detail::ErasedKernel>(fast), reinterpret_cast<detail::ErasedKernel>(reference)});
 }
 
 // Whether `device` can run `op` on `dtype`.
@@ -127,10 +127,10 @@ void copy_kernels(DeviceType from, DeviceType to);
 struct KernelRegistrar {
   explicit KernelRegistrar(void (*body)()) { body(); }
 };
-#define LOOM_KERNELS(id)                                                            \
-  static void loom_kernels_body_##id();                                             \
-  extern const ::loom::KernelRegistrar loom_kernels_##id;                           \
-  const ::loom::KernelRegistrar loom_kernels_##id{loom_kernels_body_##id};          \
+#define LOOM_KERNELS(id)                                                   \
+  static void loom_kernels_body_##id();                                    \
+  extern const ::loom::KernelRegistrar loom_kernels_##id;                  \
+  const ::loom::KernelRegistrar loom_kernels_##id{loom_kernels_body_##id}; \
   static void loom_kernels_body_##id()
 
 }  // namespace loom

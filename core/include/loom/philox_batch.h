@@ -30,8 +30,8 @@ inline void block_counters(uint64_t first_block, uint32_t* lo, uint32_t* hi) {
 // lo and hi halves of the 32x32->64 products of each lane of a with m.
 inline void mulhilo8(__m256i a, __m256i m, __m256i* lo, __m256i* hi) {
   *lo = _mm256_mullo_epi32(a, m);
-  __m256i even = _mm256_mul_epu32(a, m);                           // lanes 0,2,4,6 as 64-bit
-  __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);     // lanes 1,3,5,7
+  __m256i even = _mm256_mul_epu32(a, m);                             // lanes 0,2,4,6 as 64-bit
+  __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);       // lanes 1,3,5,7
   *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);  // high words back in place
 }
 }  // namespace philox_detail
@@ -82,8 +82,8 @@ LOOM_TARGET_AVX512 inline void mulhilo16(__m512i a, __m512i m, __m512i* lo, __m5
 // Sixteen blocks in the lanes of AVX-512 registers: the same arithmetic as
 // philox_batch, twice as wide. Compiled for AVX-512 only; called only when the
 // CPU has it.
-LOOM_TARGET_AVX512 inline void philox_batch16_avx512(uint64_t seed, uint64_t offset,
-                                                                     uint64_t first_block, uint32_t* words) {
+LOOM_TARGET_AVX512 inline void philox_batch16_avx512(uint64_t seed, uint64_t offset, uint64_t first_block,
+                                                     uint32_t* words) {
   alignas(64) uint32_t lo[16], hi[16];
   block_counters<16>(first_block, lo, hi);
   __m512i c0 = _mm512_load_si512(lo), c1 = _mm512_load_si512(hi);

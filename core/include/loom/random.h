@@ -26,10 +26,10 @@ Generator& default_generator();
 void manual_seed(uint64_t seed);
 
 // Uniform in [low, high).
-Tensor rand(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator(),
-            double low = 0, double high = 1);
+Tensor rand(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator(), double low = 0,
+            double high = 1);
 // Standard normal (Box-Muller on Philox pairs), scaled to mean + std * z.
-Tensor randn(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator(),
-             double mean = 0, double std = 1);
+Tensor randn(const Shape& shape, TensorOptions options = {}, Generator& gen = default_generator(), double mean = 0,
+             double std = 1);
 
 }  // namespace loom

@@ -78,15 +78,18 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
   // Address of element 0 of this view.
   void* raw_data() const;
-  template <typename T> T* data() const {
+  template <typename T>
+  T* data() const {
     LOOM_CHECK(dtype_of<T>() == dtype(), "data<{}>(): tensor has dtype {}", dtype_name(dtype_of<T>()),
                dtype_name(dtype()));
     return static_cast<T*>(raw_data());
   }
   // The value of a one-element tensor, converted to T.
-  template <typename T> T item() const;
+  template <typename T>
+  T item() const;
   // All elements in logical (row-major) order, converted to T.
-  template <typename T> std::vector<T> to_vector() const;
+  template <typename T>
+  std::vector<T> to_vector() const;
 
   // ---- autograd ----
   bool requires_grad() const;
@@ -106,7 +109,10 @@ class Tensor {
   // hook(grad) sees the gradient flowing into this tensor; returning a defined
   // tensor replaces it. Returns the hook's index.
   size_t register_hook(TensorHook hook) const;
-  Tensor& set_name(std::string name) { impl().name = std::move(name); return *this; }
+  Tensor& set_name(std::string name) {
+    impl().name = std::move(name);
+    return *this;
+  }
   const std::string& name() const { return impl().name; }
 
   // ---- methods implemented by ops/ (loom::loom links both) ----

@@ -36,7 +36,7 @@ struct GemmShape {
 struct BenchCase {
   std::string label;  // the case's name: bench/torch_ops.py times the same case under it (the join key)
   std::vector<BenchInput> inputs;
-  OpCall call;        // empty: the op's default call
+  OpCall call;  // empty: the op's default call
   BenchUnit unit = BenchUnit::bytes;
   double forward_work = 0, backward_work = 0;  // flops or bytes per call
   std::string formula;                         // how the work is counted (in the JSON)
@@ -80,8 +80,8 @@ struct BenchRegistrar {
 
 // LOOM_BENCH(matmul){.op = "matmul", .cases = transformer_products()};
 // At the start of a line, in namespace loom (listed by ops/CMakeLists.txt, as LOOM_OP).
-#define LOOM_BENCH(id)                                   \
-  extern const ::loom::BenchRegistrar loom_bench_##id;   \
+#define LOOM_BENCH(id)                                 \
+  extern const ::loom::BenchRegistrar loom_bench_##id; \
   const ::loom::BenchRegistrar loom_bench_##id = ::loom::BenchRegistration
 
 }  // namespace loom

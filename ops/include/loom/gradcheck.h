@@ -20,8 +20,8 @@ struct GradcheckTolerance {
 struct CheckResult {
   std::string op;
   std::string sample;
-  std::string check;    // "gradcheck", "gradgradcheck", "noncontiguous", "broadcast", "composed", "reference",
-                        // "reference32", "device" (every non-CPU device with a backend, against the CPU)
+  std::string check;  // "gradcheck", "gradgradcheck", "noncontiguous", "broadcast", "composed", "reference",
+                      // "reference32", "device" (every non-CPU device with a backend, against the CPU)
   double max_abs_error = 0;
   double max_rel_error = 0;
   bool passed = true;
@@ -59,7 +59,8 @@ struct BackwardProblem {
 };
 BackwardProblem backward_problem(const MultiFn& fn, const std::vector<Tensor>& inputs);
 // gradcheck of the backward pass itself (the second derivative).
-JacobianCheck gradgrad_jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol = {});
+JacobianCheck gradgrad_jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs,
+                                      GradcheckTolerance tol = {});
 CheckResult gradgradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol = {});
 
 // Draws a sample's inputs (float64 unless stated), deterministically from the op name.

@@ -11,7 +11,6 @@
 
 namespace loom {
 
-
 // ---- factories (no gradient) ----
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});

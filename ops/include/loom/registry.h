@@ -54,13 +54,13 @@ struct OpInfo {
   std::string formula;
   std::string derivative;
   std::string shape_rule;
-  OpCall call;                  // default call: the op applied to the sample's inputs
+  OpCall call;  // default call: the op applied to the sample's inputs
   std::vector<Sample> samples;
-  OpCall composed;              // a fused op's composition from simpler ops, if any
-  bool differentiable = true;   // false: forward-only checks
-  bool gradgrad = true;         // run gradgradcheck (false only with a stated reason)
-  bool variants = true;         // run non-contiguous and broadcast variants
-  std::string note;             // e.g. why gradgrad is off
+  OpCall composed;             // a fused op's composition from simpler ops, if any
+  bool differentiable = true;  // false: forward-only checks
+  bool gradgrad = true;        // run gradgradcheck (false only with a stated reason)
+  bool variants = true;        // run non-contiguous and broadcast variants
+  std::string note;            // e.g. why gradgrad is off
 };
 
 // Shorthands for the common sample shapes.
@@ -83,8 +83,8 @@ struct Registrar {
 //               .call = ..., .samples = {...} };
 // At the start of a line, in namespace loom: ops/CMakeLists.txt lists every one
 // in a generated file that refers to it, so a static link keeps them all.
-#define LOOM_OP(id)                                  \
-  extern const ::loom::Registrar loom_op_##id;       \
+#define LOOM_OP(id)                            \
+  extern const ::loom::Registrar loom_op_##id; \
   const ::loom::Registrar loom_op_##id = ::loom::OpInfo
 
 namespace detail {

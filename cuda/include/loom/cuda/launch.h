@@ -11,7 +11,7 @@ namespace loom::cuda {
 // Dims after coalescing (loom::kernels::make_loop merges contiguous dims):
 // more than this is refused with an Error naming the op.
 inline constexpr int kMaxDims = 8;
-inline constexpr int kThreads = 256;         // threads per block of the elementwise kernels
+inline constexpr int kThreads = 256;              // threads per block of the elementwise kernels
 inline constexpr int64_t kMaxBlocks = 65535 * 8;  // grid-stride loops cover the rest
 
 // Blocks for n elements, `per_thread` each, capped (grid-stride loops go on from there).
@@ -73,6 +73,8 @@ LOOM_HD uint64_t philox_block_of(int64_t element) { return static_cast<uint64_t>
 // Deterministic segmented sums (embedding, index_add, scatter_add backward): the
 // positions sorted by target id; segment s covers order[starts[s], starts[s + 1]).
 // first_in_segment(ids_sorted, p): whether position p starts a new segment.
-LOOM_HD bool first_in_segment(const int64_t* sorted_ids, int64_t p) { return p == 0 || sorted_ids[p] != sorted_ids[p - 1]; }
+LOOM_HD bool first_in_segment(const int64_t* sorted_ids, int64_t p) {
+  return p == 0 || sorted_ids[p] != sorted_ids[p - 1];
+}
 
 }  // namespace loom::cuda

@@ -14,7 +14,7 @@
 namespace loom::models {
 
 struct BleuScore {
-  double score = 0;                  // 0..100
+  double score = 0;                    // 0..100
   std::array<double, 4> precisions{};  // percent, after smoothing
   std::array<int64_t, 4> correct{}, total{};
   double brevity_penalty = 0;

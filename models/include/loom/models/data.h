@@ -48,9 +48,9 @@ class Vocabulary {
   Vocabulary(const Vocabulary&) = delete;
   Vocabulary& operator=(const Vocabulary&) = delete;
 
-  std::vector<int64_t> encode(const std::string& text) const;   // pieces, no bos/eos
-  std::string decode(const std::vector<int64_t>& ids) const;    // stops at eos, skips pad/bos
-  std::string piece(int64_t id) const;  // the subword itself ("▁Hund"), for labels
+  std::vector<int64_t> encode(const std::string& text) const;  // pieces, no bos/eos
+  std::string decode(const std::vector<int64_t>& ids) const;   // stops at eos, skips pad/bos
+  std::string piece(int64_t id) const;                         // the subword itself ("▁Hund"), for labels
   int64_t size() const;
   const std::string& path() const { return path_; }
 
@@ -60,9 +60,9 @@ class Vocabulary {
 };
 
 struct Batch {
-  Tensor src;      // [B, S] ids + eos, padded with kPad
-  Tensor tgt_in;   // [B, T] bos + ids
-  Tensor tgt_out;  // [B, T] ids + eos
+  Tensor src;                              // [B, S] ids + eos, padded with kPad
+  Tensor tgt_in;                           // [B, T] bos + ids
+  Tensor tgt_out;                          // [B, T] ids + eos
   int64_t src_tokens = 0, tgt_tokens = 0;  // real (not padding) tokens
 };
 

@@ -43,8 +43,8 @@ struct TrainerOptions {
   int64_t warmup = 4000;      // Noam warm-up steps
   double lr_factor = 1.0;     // Noam factor
   double label_smoothing = 0.1;
-  double clip = 0;            // global gradient-norm clipping (0: off)
-  uint64_t seed = 1;          // initialization and dropout (one stream), batch order (another)
+  double clip = 0;    // global gradient-norm clipping (0: off)
+  uint64_t seed = 1;  // initialization and dropout (one stream), batch order (another)
   // What may change when a run is resumed.
   int64_t epochs = 10, max_steps = 0;  // stop after either (max_steps 0: no limit)
   int64_t log_every = 100;             // steps per window of the reported mean loss
@@ -55,40 +55,40 @@ struct TrainerOptions {
   Device device = kCPU;                // where the model, its gradients and Adam's moments live (not saved)
 
   std::string to_json() const;  // the fields updates depend on
-  void validate() const;         // every field in range, else a loom::Error naming the flag (the Trainer checks too)
+  void validate() const;        // every field in range, else a loom::Error naming the flag (the Trainer checks too)
 };
 
 // One update, as reported to the caller.
 struct StepReport {
   int64_t step = 0, epoch = 0;
-  double loss = 0;             // mean per target token over the update's batches
-  double window_loss = 0;      // mean per target token since the last log step (log steps only)
+  double loss = 0;                         // mean per target token over the update's batches
+  double window_loss = 0;                  // mean per target token since the last log step (log steps only)
   int64_t src_tokens = 0, tgt_tokens = 0;  // real tokens in the update
   double lr = 0;
-  std::optional<double> grad_norm;         // before clipping; on log steps or when clipping
-  bool log = false;                        // step % log_every == 0
+  std::optional<double> grad_norm;  // before clipping; on log steps or when clipping
+  bool log = false;                 // step % log_every == 0
 };
 
 struct Evaluation {
   int64_t step = 0, epoch = 0;
   double val_loss = 0;
   std::optional<double> val_score;  // TrainerHooks::validation_score's, when given
-  bool best = false;         // the best so far (best/ was written)
+  bool best = false;                // the best so far (best/ was written)
   bool epoch_end = false;
-  std::string saved;         // the checkpoint written
+  std::string saved;  // the checkpoint written
 };
 
 // Optional hooks; each may be empty.
 struct TrainerHooks {
-  std::function<void(int64_t step)> gradients_ready;    // after backward, before clipping and the update
-  std::function<void(const StepReport&)> step_done;     // after the update
-  std::function<void(const Evaluation&)> evaluated;     // after a checkpoint
-  std::function<void(const std::string&)> message;      // other news (resumed, averaged, interrupted)
+  std::function<void(int64_t step)> gradients_ready;  // after backward, before clipping and the update
+  std::function<void(const StepReport&)> step_done;   // after the update
+  std::function<void(const Evaluation&)> evaluated;   // after a checkpoint
+  std::function<void(const std::string&)> message;    // other news (resumed, averaged, interrupted)
   // At each checkpoint, with the model in eval mode and no graph: a score of the
   // model, higher is better (e.g. greedy BLEU on the validation set). When set,
   // best/ keeps the highest score instead of the lowest validation loss.
   std::function<double(Transformer&)> validation_score;
-  const std::atomic<bool>* stop = nullptr;              // set (e.g. by SIGINT): save the state and return
+  const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT): save the state and return
 };
 
 class Trainer {

@@ -21,13 +21,13 @@ struct TransformerConfig {
   int64_t src_vocab = 0, tgt_vocab = 0;
   int64_t d_model = 512, d_ff = 2048, heads = 8;
   int64_t encoder_layers = 6, decoder_layers = 6;
-  double dropout = 0.1;             // residual: each sub-layer's output, and embeddings + positions
-  double attention_dropout = -1;    // on the attention weights, after the softmax (-1: `dropout`)
-  double relu_dropout = -1;         // inside the feed-forward, after the ReLU (-1: `dropout`)
+  double dropout = 0.1;            // residual: each sub-layer's output, and embeddings + positions
+  double attention_dropout = -1;   // on the attention weights, after the softmax (-1: `dropout`)
+  double relu_dropout = -1;        // inside the feed-forward, after the ReLU (-1: `dropout`)
   bool learned_positions = false;  // a trained positional table instead of the sinusoids (Table 3, row E)
-  int64_t max_len = 1024;     // longest sequence the positional table covers
-  int64_t pad_id = 0;         // source positions holding it are masked out
-  bool share_embeddings = false;  // one table for source and target (a joint vocabulary)
+  int64_t max_len = 1024;          // longest sequence the positional table covers
+  int64_t pad_id = 0;              // source positions holding it are masked out
+  bool share_embeddings = false;   // one table for source and target (a joint vocabulary)
   bool pre_norm = false;
   double layer_norm_eps = 1e-6;
 
@@ -147,7 +147,7 @@ class Transformer : public nn::Module {
   std::vector<std::unique_ptr<EncoderLayer>> encoder;
   std::vector<std::unique_ptr<DecoderLayer>> decoder;
   std::unique_ptr<nn::LayerNorm> encoder_norm, decoder_norm;  // pre_norm only
-  nn::Linear generator;  // weight tied to tgt_embed.weight
+  nn::Linear generator;                                       // weight tied to tgt_embed.weight
 
  private:
   Tensor embed(const nn::Embedding& table, const Tensor& ids, int64_t first = 0) const;  // first: of the positions

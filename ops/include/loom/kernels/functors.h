@@ -11,14 +11,40 @@
 
 namespace loom::fn {
 
-struct Add { template <typename T> LOOM_HD T operator()(T a, T b) const { return a + b; } };
-struct Sub { template <typename T> LOOM_HD T operator()(T a, T b) const { return a - b; } };
-struct Mul { template <typename T> LOOM_HD T operator()(T a, T b) const { return a * b; } };
-struct Div { template <typename T> LOOM_HD T operator()(T a, T b) const { return a / b; } };
-struct Neg { template <typename T> LOOM_HD T operator()(T a) const { return -a; } };
+struct Add {
+  template <typename T>
+  LOOM_HD T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Sub {
+  template <typename T>
+  LOOM_HD T operator()(T a, T b) const {
+    return a - b;
+  }
+};
+struct Mul {
+  template <typename T>
+  LOOM_HD T operator()(T a, T b) const {
+    return a * b;
+  }
+};
+struct Div {
+  template <typename T>
+  LOOM_HD T operator()(T a, T b) const {
+    return a / b;
+  }
+};
+struct Neg {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    return -a;
+  }
+};
 // float32 takes the vectorizable exp (kernels/vec_math.h); float64 takes libm's.
 struct Exp {
-  template <typename T> LOOM_HD T operator()(T a) const {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
 #if !defined(__CUDA_ARCH__)
     if constexpr (std::is_same_v<T, float>) return kernels::exp_float(a);
 #endif
@@ -26,19 +52,52 @@ struct Exp {
     return exp(a);
   }
 };
-struct Log { template <typename T> LOOM_HD T operator()(T a) const { using std::log; return log(a); } };
-struct Tanh { template <typename T> LOOM_HD T operator()(T a) const { using std::tanh; return tanh(a); } };
-struct Relu { template <typename T> LOOM_HD T operator()(T a) const { return a > T(0) ? a : T(0); } };
+struct Log {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    using std::log;
+    return log(a);
+  }
+};
+struct Tanh {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    using std::tanh;
+    return tanh(a);
+  }
+};
+struct Relu {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    return a > T(0) ? a : T(0);
+  }
+};
 // 1 where x > 0, else 0: the derivative of relu (taken as 0 at the kink).
-struct Step { template <typename T> LOOM_HD T operator()(T a) const { return a > T(0) ? T(1) : T(0); } };
+struct Step {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    return a > T(0) ? T(1) : T(0);
+  }
+};
 // g where x > 0, else 0: relu's backward as one select (no 0 * inf = NaN where x <= 0).
-struct ReluBackward { template <typename T> LOOM_HD T operator()(T x, T g) const { return x > T(0) ? g : T(0); } };
+struct ReluBackward {
+  template <typename T>
+  LOOM_HD T operator()(T x, T g) const {
+    return x > T(0) ? g : T(0);
+  }
+};
 // g * (1 - y^2) from y = tanh(x): tanh's backward in terms of its output.
-struct TanhBackward { template <typename T> LOOM_HD T operator()(T y, T g) const { return g * (T(1) - y * y); } };
+struct TanhBackward {
+  template <typename T>
+  LOOM_HD T operator()(T y, T g) const {
+    return g * (T(1) - y * y);
+  }
+};
 
 struct PowScalar {
   double exponent;
-  template <typename T> LOOM_HD T operator()(T a) const {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
     using std::pow;
     if (exponent == 2.0) return a * a;  // exact and fast for the common square
     return static_cast<T>(pow(a, static_cast<T>(exponent)));
@@ -46,25 +105,55 @@ struct PowScalar {
 };
 
 // ---- sqrt, rsqrt, abs, sigmoid, gelu, clamp ----
-struct Sqrt { template <typename T> LOOM_HD T operator()(T a) const { using std::sqrt; return sqrt(a); } };
-struct Rsqrt { template <typename T> LOOM_HD T operator()(T a) const { using std::sqrt; return T(1) / sqrt(a); } };
-struct Abs { template <typename T> LOOM_HD T operator()(T a) const { using std::abs; return abs(a); } };
+struct Sqrt {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    using std::sqrt;
+    return sqrt(a);
+  }
+};
+struct Rsqrt {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    using std::sqrt;
+    return T(1) / sqrt(a);
+  }
+};
+struct Abs {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    using std::abs;
+    return abs(a);
+  }
+};
 // -1, 0 or 1: the derivative of abs (taken as 0 at the kink, like PyTorch).
 struct Sign {
-  template <typename T> LOOM_HD T operator()(T a) const { return a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0)); }
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    return a > T(0) ? T(1) : (a < T(0) ? T(-1) : T(0));
+  }
 };
 // 1 / (1 + e^-x); for very negative x, e^-x overflows to inf and the result is
 // exactly 0, so no special case is needed.
 struct Sigmoid {
-  template <typename T> LOOM_HD T operator()(T a) const { return T(1) / (T(1) + Exp{}(-a)); }
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
+    return T(1) / (T(1) + Exp{}(-a));
+  }
 };
 // g * y * (1 - y) from y = sigmoid(x): the derivative of sigmoid in terms of its output.
-struct SigmoidBackward { template <typename T> LOOM_HD T operator()(T y, T g) const { return g * y * (T(1) - y); } };
+struct SigmoidBackward {
+  template <typename T>
+  LOOM_HD T operator()(T y, T g) const {
+    return g * y * (T(1) - y);
+  }
+};
 
 // log(1 + e^x) = max(x, 0) + log(1 + e^-|x|): e^-|x| <= 1 never overflows, so
 // large x gives x and very negative x gives log1p(e^x) ~ e^x, with no cancellation.
 struct Softplus {
-  template <typename T> LOOM_HD T operator()(T a) const {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
     using std::log1p;
     T positive = a > T(0) ? a : T(0);
     T negative_abs = a > T(0) ? -a : a;
@@ -74,18 +163,20 @@ struct Softplus {
 
 // gelu(x) = x * Phi(x), Phi the standard normal CDF = (1 + erf(x / sqrt 2)) / 2
 // (the exact form, PyTorch's default approximate='none').
-inline constexpr double kSqrtHalf = 0.70710678118654752440;     // 1 / sqrt(2)
-inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
+inline constexpr double kSqrtHalf = 0.70710678118654752440;    // 1 / sqrt(2)
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 // The reference kernels (and float64): libm's erf, the textbook formula.
 struct GeluReference {
-  template <typename T> LOOM_HD T operator()(T x) const {
+  template <typename T>
+  LOOM_HD T operator()(T x) const {
     using std::erf;
     return T(0.5) * x * (T(1) + erf(x * T(kSqrtHalf)));
   }
 };
 // g * gelu'(x) = g * (Phi(x) + x * phi(x)), phi the standard normal density.
 struct GeluBackwardReference {
-  template <typename T> LOOM_HD T operator()(T x, T g) const {
+  template <typename T>
+  LOOM_HD T operator()(T x, T g) const {
     using std::erf;
     using std::exp;
     T cdf = T(0.5) * (T(1) + erf(x * T(kSqrtHalf)));
@@ -98,7 +189,8 @@ struct GeluBackwardReference {
 // also accurate in relative terms for negative x, where 1 + erf cancels);
 // float64 keeps libm.
 struct Gelu {
-  template <typename T> LOOM_HD T operator()(T x) const {
+  template <typename T>
+  LOOM_HD T operator()(T x) const {
 #if !defined(__CUDA_ARCH__)
     if constexpr (std::is_same_v<T, float>) return kernels::gelu_float(x);
 #endif
@@ -106,7 +198,8 @@ struct Gelu {
   }
 };
 struct GeluBackward {
-  template <typename T> LOOM_HD T operator()(T x, T g) const {
+  template <typename T>
+  LOOM_HD T operator()(T x, T g) const {
 #if !defined(__CUDA_ARCH__)
     if constexpr (std::is_same_v<T, float>) {
       float pdf;
@@ -125,7 +218,8 @@ struct GeluBackward {
 inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
 inline constexpr double kGeluTanhCubic = 0.044715;
 struct GeluTanh {
-  template <typename T> LOOM_HD T operator()(T x) const {
+  template <typename T>
+  LOOM_HD T operator()(T x) const {
     using std::tanh;
     T u = T(kSqrt2OverPi) * (x + T(kGeluTanhCubic) * x * x * x);
     return T(0.5) * x * (T(1) + tanh(u));
@@ -133,7 +227,8 @@ struct GeluTanh {
 };
 // g * y'(x) = g * ((1 + t)/2 + x/2 * (1 - t^2) * u'),  t = tanh(u), u' = sqrt(2/pi) * (1 + 3 * 0.044715 x^2)
 struct GeluTanhBackward {
-  template <typename T> LOOM_HD T operator()(T x, T g) const {
+  template <typename T>
+  LOOM_HD T operator()(T x, T g) const {
     using std::tanh;
     T x2 = x * x;
     T t = tanh(T(kSqrt2OverPi) * (x + T(kGeluTanhCubic) * x2 * x));
@@ -145,7 +240,8 @@ struct GeluTanhBackward {
 // min(max(x, lo), hi); NaN passes through (both comparisons are false).
 struct Clamp {
   double lo, hi;
-  template <typename T> LOOM_HD T operator()(T a) const {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
     T l = static_cast<T>(lo), h = static_cast<T>(hi);
     T t = a < l ? l : a;
     return t > h ? h : t;
@@ -154,43 +250,102 @@ struct Clamp {
 // 1 where lo <= x <= hi (the gradient passes), else 0: PyTorch's convention at the bounds.
 struct ClampMask {
   double lo, hi;
-  template <typename T> LOOM_HD T operator()(T a) const {
+  template <typename T>
+  LOOM_HD T operator()(T a) const {
     // `&`, not `&&`: no short-circuit branch, so the loop vectorizes.
     return ((a >= static_cast<T>(lo)) & (a <= static_cast<T>(hi))) ? T(1) : T(0);
   }
 };
 
 // ---- maximum, minimum: NaN propagates, like PyTorch ----
-template <typename T> LOOM_HD bool is_nan(T a) {
-  if constexpr (std::is_floating_point_v<T>) return a != a;
-  else return false;
+template <typename T>
+LOOM_HD bool is_nan(T a) {
+  if constexpr (std::is_floating_point_v<T>)
+    return a != a;
+  else
+    return false;
 }
-struct Maximum { template <typename T> LOOM_HD T operator()(T a, T b) const { return (a > b || is_nan(a)) ? a : b; } };
-struct Minimum { template <typename T> LOOM_HD T operator()(T a, T b) const { return (a < b || is_nan(a)) ? a : b; } };
+struct Maximum {
+  template <typename T>
+  LOOM_HD T operator()(T a, T b) const {
+    return (a > b || is_nan(a)) ? a : b;
+  }
+};
+struct Minimum {
+  template <typename T>
+  LOOM_HD T operator()(T a, T b) const {
+    return (a < b || is_nan(a)) ? a : b;
+  }
+};
 // a's share of the gradient of maximum(a, b): 1 where a wins, 1/2 on a tie
 // (split evenly, like PyTorch), 0 where b wins. b's share is MaximumShare(b, a).
 struct MaximumShare {
-  template <typename T> LOOM_HD T operator()(T a, T b) const { return a > b ? T(1) : (a == b ? T(0.5) : T(0)); }
+  template <typename T>
+  LOOM_HD T operator()(T a, T b) const {
+    return a > b ? T(1) : (a == b ? T(0.5) : T(0));
+  }
 };
 struct MinimumShare {
-  template <typename T> LOOM_HD T operator()(T a, T b) const { return a < b ? T(1) : (a == b ? T(0.5) : T(0)); }
+  template <typename T>
+  LOOM_HD T operator()(T a, T b) const {
+    return a < b ? T(1) : (a == b ? T(0.5) : T(0));
+  }
 };
 
 // ---- comparisons: bool results ----
-struct Eq { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a == b; } };
-struct Ne { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a != b; } };
-struct Lt { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a < b; } };
-struct Le { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a <= b; } };
-struct Gt { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a > b; } };
-struct Ge { template <typename T> LOOM_HD bool operator()(T a, T b) const { return a >= b; } };
+struct Eq {
+  template <typename T>
+  LOOM_HD bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct Ne {
+  template <typename T>
+  LOOM_HD bool operator()(T a, T b) const {
+    return a != b;
+  }
+};
+struct Lt {
+  template <typename T>
+  LOOM_HD bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct Le {
+  template <typename T>
+  LOOM_HD bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct Gt {
+  template <typename T>
+  LOOM_HD bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct Ge {
+  template <typename T>
+  LOOM_HD bool operator()(T a, T b) const {
+    return a >= b;
+  }
+};
 
 // cond ? a : b (where, masked_fill). The condition is any integral type: CPU
 // kernels read bool storage as uint8_t, which the compiler vectorizes (bool it won't).
-struct Select { template <typename C, typename T> LOOM_HD T operator()(C c, T a, T b) const { return c ? a : b; } };
+struct Select {
+  template <typename C, typename T>
+  LOOM_HD T operator()(C c, T a, T b) const {
+    return c ? a : b;
+  }
+};
 
 // Conversion between dtypes.
-template <typename To> struct Cast {
-  template <typename From> LOOM_HD To operator()(From a) const { return static_cast<To>(a); }
+template <typename To>
+struct Cast {
+  template <typename From>
+  LOOM_HD To operator()(From a) const {
+    return static_cast<To>(a);
+  }
 };
 
 }  // namespace loom::fn

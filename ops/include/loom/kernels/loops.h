@@ -18,12 +18,11 @@ namespace loom::kernels {
 // Below this many elements a loop runs on one thread (spawning costs more).
 inline constexpr int64_t kParallelGrain = 32768;
 
-
 template <size_t N>
 struct Loop {
-  Shape sizes;                        // coalesced sizes (at least one dim)
-  std::array<Shape, N> strides;       // per operand, in elements
-  std::array<int64_t, N> offsets{};   // per operand base offset, in elements
+  Shape sizes;                       // coalesced sizes (at least one dim)
+  std::array<Shape, N> strides;      // per operand, in elements
+  std::array<int64_t, N> offsets{};  // per operand base offset, in elements
   int64_t numel = 1;
 };
 
@@ -141,8 +140,8 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   Out* po = static_cast<Out*>(out.storage()->data());
   const In* pa = static_cast<const In*>(a.storage()->data());
   const In* pb = static_cast<const In*>(b.storage()->data());
-  Loop<3> loop = make_loop<3>(out.shape(), {out.strides(), broadcast_strides(a, out.shape()),
-                                            broadcast_strides(b, out.shape())});
+  Loop<3> loop =
+      make_loop<3>(out.shape(), {out.strides(), broadcast_strides(a, out.shape()), broadcast_strides(b, out.shape())});
   loop.offsets = {out.offset(), a.offset(), b.offset()};
   parallel_for_each_segment(loop, [&](int64_t n, const std::array<int64_t, 3>& off, const std::array<int64_t, 3>& st) {
     Out* o = po + off[0];

@@ -35,7 +35,9 @@ concept RowsReducer = requires(const R& r, typename R::Acc* acc, const T* const*
 };
 
 template <typename R, typename T>
-concept SpanReducer = requires(const R& r, typename R::Acc& acc, const T* p, int64_t n) { r.add_span(acc, p, n); };
+concept SpanReducer = requires(const R& r, typename R::Acc& acc, const T* p, int64_t n) {
+  r.add_span(acc, p, n);
+};
 
 // A span hook built from a Reducer's add/merge: kSpanLanes accumulators, lane l
 // taking elements l, l + kSpanLanes, ...; then lanes merged in order, then the tail.
@@ -81,8 +83,10 @@ void reduce_span(const T* base, const Loop<1>& loop, int64_t begin, int64_t end,
   auto segment = [&](int64_t n, const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& st) {
     const T* p = base + off[0];
     if (st[0] == 1) {
-      if constexpr (SpanReducer<R, T>) r.add_span(acc, p, n);
-      else for (int64_t i = 0; i < n; ++i) r.add(acc, p[i]);
+      if constexpr (SpanReducer<R, T>)
+        r.add_span(acc, p, n);
+      else
+        for (int64_t i = 0; i < n; ++i) r.add(acc, p[i]);
     } else {
       for (int64_t i = 0; i < n; ++i) r.add(acc, p[i * st[0]]);
     }

@@ -26,7 +26,9 @@ namespace loom::kernels {
 
 // ---- scalar overloads (host and device) ----
 template <typename F>
-LOOM_HD F splat(float v) { return v; }
+LOOM_HD F splat(float v) {
+  return v;
+}
 LOOM_HD float select(bool mask, float a, float b) { return mask ? a : b; }
 LOOM_HD float floor_lanes(float x) { return std::floor(x); }
 LOOM_HD float fma_lanes(float a, float b, float c) { return std::fma(a, b, c); }
@@ -41,7 +43,9 @@ using i32x8 = int32_t __attribute__((vector_size(32)));
 inline constexpr int64_t kF32Lanes = 8;
 
 template <>
-inline f32x8 splat<f32x8>(float v) { return f32x8{} + v; }
+inline f32x8 splat<f32x8>(float v) {
+  return f32x8{} + v;
+}
 inline f32x8 select(i32x8 mask, f32x8 a, f32x8 b) { return mask ? a : b; }
 inline f32x8 floor_lanes(f32x8 x) { return __builtin_ia32_roundps256(x, 1); }  // 1: round toward -inf
 inline f32x8 fma_lanes(f32x8 a, f32x8 b, f32x8 c) { return _mm256_fmadd_ps(a, b, c); }
@@ -53,9 +57,7 @@ inline f32x8 to_float_lanes(i32x8 i) { return __builtin_convertvector(i, f32x8);
 inline f32x8 max_lanes(f32x8 a, f32x8 b) { return a > b ? a : b; }
 
 // Lanes 0..width-1 set, the rest clear (width <= 8): a row's ragged end.
-inline i32x8 first_lanes(int64_t width) {
-  return i32x8{0, 1, 2, 3, 4, 5, 6, 7} < static_cast<int32_t>(width);
-}
+inline i32x8 first_lanes(int64_t width) { return i32x8{0, 1, 2, 3, 4, 5, 6, 7} < static_cast<int32_t>(width); }
 // p[0, width) into lanes 0..width-1, `fill` in the rest, never touching memory
 // past p + width (AVX2 masked loads and stores).
 inline f32x8 load_lanes(const float* p, int64_t width = kF32Lanes, float fill = 0.0f) {
@@ -64,14 +66,18 @@ inline f32x8 load_lanes(const float* p, int64_t width = kF32Lanes, float fill = 
   return select(in_row, _mm256_maskload_ps(p, __m256i(in_row)), splat<f32x8>(fill));
 }
 inline void store_lanes(float* p, f32x8 v, int64_t width = kF32Lanes) {
-  if (width == kF32Lanes) _mm256_storeu_ps(p, v);
-  else _mm256_maskstore_ps(p, __m256i(first_lanes(width)), v);
+  if (width == kF32Lanes)
+    _mm256_storeu_ps(p, v);
+  else
+    _mm256_maskstore_ps(p, __m256i(first_lanes(width)), v);
 }
 // Bytes p[0, width) widened to 32-bit lanes (0 past width): bool masks.
 inline i32x8 load_byte_lanes(const uint8_t* p, int64_t width = kF32Lanes) {
   uint64_t bytes = 0;
-  if (width == kF32Lanes) std::memcpy(&bytes, p, sizeof bytes);
-  else for (int64_t l = 0; l < width; ++l) bytes |= uint64_t{p[l]} << (8 * l);
+  if (width == kF32Lanes)
+    std::memcpy(&bytes, p, sizeof bytes);
+  else
+    for (int64_t l = 0; l < width; ++l) bytes |= uint64_t{p[l]} << (8 * l);
   return i32x8(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(bytes))));
 }
 

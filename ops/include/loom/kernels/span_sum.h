@@ -41,11 +41,15 @@ struct VecLoad {
 };
 struct ScalarLoad {
   template <typename T>
-  T operator()(const T* p, int64_t j) const { return p[j]; }
+  T operator()(const T* p, int64_t j) const {
+    return p[j];
+  }
 };
 
 template <typename T>
-inline void store_vec(T* p, vec_t<T> v) { std::memcpy(p, &v, sizeof v); }
+inline void store_vec(T* p, vec_t<T> v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 // sum over j in [0, n) of f(j, load), in the fixed order described at the top.
 template <typename T, typename F>

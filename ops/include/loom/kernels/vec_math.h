@@ -64,8 +64,10 @@ LOOM_HD F exp_approx(F x) {
   r = fma_lanes(n, c(-kLn2Lo), r);
   F result = exp_reduced(r) * pow2_from_shifted(k);
   result = select(x < min_arg, c(0.0f), result);
-  if constexpr (NonPositive) return result;
-  else return select(x > max_arg, c(std::numeric_limits<float>::infinity()), result);
+  if constexpr (NonPositive)
+    return result;
+  else
+    return select(x > max_arg, c(std::numeric_limits<float>::infinity()), result);
 }
 LOOM_HD float exp_float(float x) { return exp_approx(x); }
 
@@ -155,9 +157,9 @@ LOOM_HD float normal_tail_poly(float t) {
 // Phi = 1 here; x * Phi(x) (gelu) is NaN all the same.
 LOOM_HD float normal_cdf_float(float x) {
   float ax = std::fabs(x);
-  float t = 1.0f / std::fma(ax, 0.353553390593273762f, 1.0f);  // 1 / (1 + z/2), z = |x| / sqrt 2
+  float t = 1.0f / std::fma(ax, 0.353553390593273762f, 1.0f);         // 1 / (1 + z/2), z = |x| / sqrt 2
   float lower = t * normal_tail_poly(t) * exp_minus_half_square(ax);  // Phi(-|x|)
-  lower = ax < 13.0f ? lower : 0.0f;  // also drops inf/NaN garbage from the exp
+  lower = ax < 13.0f ? lower : 0.0f;                                  // also drops inf/NaN garbage from the exp
   return x < 0.0f ? lower : 1.0f - lower;
 }
 
@@ -171,7 +173,7 @@ LOOM_HD float gelu_float(float x) {
   float ax = std::fabs(x);
   float t = 1.0f / std::fma(ax, 0.353553390593273762f, 1.0f);
   float tail = ax * t * normal_tail_poly(t) * exp_minus_half_square(ax);  // |x| Phi(-|x|)
-  tail = ax < 13.0f ? tail : 0.0f;  // also drops inf/NaN garbage from the exp
+  tail = ax < 13.0f ? tail : 0.0f;                                        // also drops inf/NaN garbage from the exp
   float positive = x < 0.0f ? 0.0f : x;
   return positive - tail;
 }

@@ -9,7 +9,6 @@
 
 namespace loom {
 
-
 // ---- unary math ----
 Tensor sqrt(const Tensor& x, Where where = Where::current());
 // 1 / sqrt(x)

@@ -12,7 +12,6 @@
 
 namespace loom {
 
-
 // ---- softmax family (over `dim`, any dim) ----
 // `mask` (optional) is broadcastable to x and either
 //   float: added to x before normalizing (0 keeps, -inf or a large negative masks), or
@@ -62,9 +61,8 @@ Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p, Where 
 // broadcastable to [B,H,Tq,Tk]. `weights`, when given, receives the attention
 // weights (after softmax, before dropout) for study.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = {},
-                                    double dropout_p = 0.0, bool train = false,
-                                    Generator& gen = default_generator(), Tensor* weights = nullptr,
-                                    Where where = Where::current());
+                                    double dropout_p = 0.0, bool train = false, Generator& gen = default_generator(),
+                                    Tensor* weights = nullptr, Where where = Where::current());
 
 // ---- loss ----
 // Label-smoothed cross-entropy, mean over non-ignored targets (PyTorch's

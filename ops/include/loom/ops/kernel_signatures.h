@@ -35,8 +35,7 @@ using CopyKernel = void (*)(const Tensor& dst, const Tensor& src);
 using AdamStepKernel = void (*)(const Tensor& w, const Tensor& grad, const Tensor& m, const Tensor& v,
                                 const AdamStep& step);
 // momentum_buffer is undefined when step.momentum is 0.
-using SgdStepKernel = void (*)(const Tensor& w, const Tensor& grad, const Tensor& momentum_buffer,
-                               const SgdStep& step);
+using SgdStepKernel = void (*)(const Tensor& w, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step);
 
 // ---- rows: the fused last-dim ops; x, y and grad are dense ----
 // out = softmax or log_softmax of x's rows under mask (undefined, bool = masked,
@@ -68,8 +67,8 @@ using LayerNormKernel = void (*)(const Tensor& out, const Tensor& stats, const T
 // One sweep over (x, grad): dx = r * P(grad * weight) and params = [dw; db] ([2, D]);
 // either output may be undefined (not wanted), weight too (no affine). stats: the
 // forward's (mean, rstd) per row, or undefined (computed again).
-using LayerNormBackwardKernel = void (*)(const Tensor& dx, const Tensor& params, const Tensor& x,
-                                         const Tensor& weight, const Tensor& grad, const Tensor& stats, double eps);
+using LayerNormBackwardKernel = void (*)(const Tensor& dx, const Tensor& params, const Tensor& x, const Tensor& weight,
+                                         const Tensor& grad, const Tensor& stats, double eps);
 
 // out = f(x + bias): bias [D] added along the last dim of x [.., D], then the activation,
 // in one pass (bias_gelu: ops/cpu/bias_gelu.cpp); x and bias dense.
@@ -120,7 +119,6 @@ using EmbeddingKernel = void (*)(const Tensor& out, const Tensor& weight, const 
 // embedding_backward: out [V, D] (uninitialized: the kernel writes every row) = the
 // sum of grad's rows (grad contiguous, read as [ids.numel(), D]) per id; row
 // padding_idx (-1: none) stays 0. Ids checked as for embedding.
-using EmbeddingBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, const Tensor& ids,
-                                         int64_t padding_idx);
+using EmbeddingBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, const Tensor& ids, int64_t padding_idx);
 
 }  // namespace loom::kernels
