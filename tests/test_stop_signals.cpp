@@ -9,11 +9,17 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "../tools/stop_signals.h"
+#include "loom/atomic_file.h"
 
 using namespace loom::tools;
 
@@ -61,4 +67,34 @@ TEST_CASE("SIGINT and SIGTERM: blocked in every computing thread, taken by the w
     CHECK_FALSE(stop_requested());
     CHECK(stop_signal() == 0);
   }
+}
+
+TEST_CASE("a second SIGINT during a save: loom dies of it, and the file being written leaves no temporary") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("loom_stop_signals_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string target = (dir / "training_state.safetensors").string();
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // a run that saves when the first signal comes, and gets a second one mid-save
+    route_stop_signals();
+    StopScope scope;
+    ::kill(::getpid(), SIGINT);
+    while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    loom::AtomicFile file(target);
+    file.stream() << "half a save";
+    file.stream().flush();
+    ::kill(::getpid(), SIGINT);
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    std::_Exit(0);  // not reached: the second signal ends the process
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT));
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename().string());
+  INFO("left in the folder: " << (left.empty() ? std::string("nothing") : left.front()));
+  CHECK(left.empty());
+  fs::remove_all(dir);
 }

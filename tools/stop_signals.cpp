@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "loom/atomic_file.h"
+
 namespace loom::tools {
 
 namespace {
@@ -24,7 +26,9 @@ sigset_t stop_set() {
 }
 
 // The default action of `signal`, taken now: this thread alone unblocks it.
+// Files being written die with the process: their temporaries go first.
 [[noreturn]] void die_of(int signal) {
+  remove_live_temporaries();
   std::signal(signal, SIG_DFL);
   sigset_t one;
   sigemptyset(&one);

@@ -15,7 +15,8 @@ void route_stop_signals();
 // While a StopScope lives (a training run), the first SIGINT or SIGTERM asks the
 // run to stop: stop_requested() turns true, and the run saves and returns. A
 // second signal, or one outside a scope, ends loom with the signal's default
-// action (exit code 128 + signal).
+// action (exit code 128 + signal), after removing the temporaries of the files
+// being written (loom/atomic_file.h), so a save cut short leaves nothing behind.
 class StopScope {
  public:
   StopScope();
@@ -25,7 +26,7 @@ class StopScope {
 };
 bool stop_requested();
 const std::atomic<bool>& stop_flag();  // what TrainerHooks::stop points at
-int stop_signal();  // the signal that asked, 0 if none
+int stop_signal();                     // the signal that asked, 0 if none
 
 // For a child process (gnuplot) between fork and exec: the default mask back.
 void unblock_stop_signals_in_child();

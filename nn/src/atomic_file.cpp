@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
 
 #include "loom/error.h"
 
@@ -38,6 +40,10 @@ std::string write_target(const std::string& path) {
   return at.string();
 }
 
+// The temporaries of living AtomicFiles, for remove_live_temporaries.
+std::mutex live_mutex;
+std::set<std::string> live_temporaries;
+
 }  // namespace
 
 std::string temporary_path(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
@@ -60,14 +66,21 @@ void commit_file(const std::string& temporary, const std::string& path) {
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(write_target(path)), temporary_(temporary_path(path_)) {
-  out_.open(temporary_, std::ios::binary | std::ios::trunc);
+  {
+    std::lock_guard lock(live_mutex);  // created and listed together
+    out_.open(temporary_, std::ios::binary | std::ios::trunc);
+    if (out_.good()) live_temporaries.insert(temporary_);
+  }
   LOOM_CHECK(out_.good(), "cannot write '{}': cannot create '{}': {}", path_, temporary_, std::strerror(errno));
 }
 
 AtomicFile::~AtomicFile() {
-  if (committed_) return;
-  out_.close();
-  std::remove(temporary_.c_str());
+  if (!committed_) {
+    out_.close();
+    std::remove(temporary_.c_str());
+  }
+  std::lock_guard lock(live_mutex);
+  live_temporaries.erase(temporary_);
 }
 
 void AtomicFile::commit() {
@@ -81,6 +94,12 @@ void AtomicFile::commit() {
   }
   committed_ = true;
   commit_file(temporary_, path_);
+}
+
+void remove_live_temporaries() {
+  live_mutex.lock();  // held until the process ends: no temporary is made after this
+  for (const auto& temporary : live_temporaries) std::remove(temporary.c_str());
+  live_temporaries.clear();
 }
 
 void write_file(const std::string& path, const std::string& contents) {

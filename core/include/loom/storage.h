@@ -1,6 +1,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "loom/device.h"
@@ -11,6 +12,10 @@ namespace loom {
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory another library owns (a NumPy array, a DLPack tensor), shared, not
+  // copied: loom reads and writes it in place, and calls `release` instead of
+  // freeing it when the last tensor viewing it goes.
+  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, Device device, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -33,6 +38,9 @@ class Storage {
   Device device_;
   uint64_t version_ = 0;
   bool host_accessible_ = true;
+  std::function<void()> release_;  // set for borrowed memory
+
+  Storage(void* data, size_t nbytes, Device device, std::function<void()> release);
 
   void check_kernel_access() const;
 };

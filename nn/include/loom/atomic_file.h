@@ -38,6 +38,11 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Removes the temporaries of the AtomicFiles alive now, and lets no new one be
+// made: for a process about to die of a signal (a second Ctrl-C during a save),
+// so that no temporary outlives its writer. Called from a thread, not a handler.
+void remove_live_temporaries();
+
 // The whole of `contents` to `path`, atomically.
 void write_file(const std::string& path, const std::string& contents);
 

@@ -1,0 +1,100 @@
+#pragma once
+// loom::dist::Communicator: the processes of a data-parallel run and the
+// collectives between them. Backends: "self" (one process, always built) and
+// "mpi" (CPU tensors over MPI, built when CMake finds Open MPI).
+//
+// Every collective first agrees with the other ranks, in one small all-reduce, on
+// the arguments (element count, dtype, mode, root): a rank whose input is wrong, or
+// ranks that disagree, make every rank throw a loom::Error naming the op, never a
+// hang with some ranks waiting in a collective the others left.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/tensor.h"
+
+namespace loom::dist {
+
+// How all_reduce_sum and reduce_scatter_sum add across ranks.
+enum class Reduce {
+  exact,  // a fixed balanced tree over ranks ((r0 + r1) + (r2 + r3)): with tree_sum.h,
+          // the same bits at any world size; needs a power-of-two world size
+  fast,   // the library's own algorithm (MPI_Allreduce): its order, so bits may differ
+};
+std::string_view reduce_name(Reduce mode);
+
+// One value every rank must hold equally, for Communicator::agree.
+struct Agreed {
+  std::string_view what;  // "element count", "dtype", ...
+  int64_t value;
+  std::string (*show)(int64_t value) = nullptr;  // how to print it (default: the number)
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string_view backend_name() const = 0;
+
+  // Every rank's `t` (float32/float64, CPU, contiguous, one shape everywhere) is
+  // replaced, in place, by the sum over ranks.
+  void all_reduce_sum(Tensor& t, Reduce mode = Reduce::exact);
+  // `input` holds world_size() equal chunks; rank r's `output` (one chunk's elements)
+  // gets the sum over ranks of chunk r. Exact mode: the same bits as that chunk of
+  // all_reduce_sum's exact result.
+  void reduce_scatter_sum(const Tensor& input, Tensor& output, Reduce mode = Reduce::exact);
+  // `output` (world_size() * input.numel() elements) gets every rank's `input`, in
+  // rank order. Any dtype: it copies.
+  void all_gather(const Tensor& input, Tensor& output);
+  // Every rank's `t` is replaced by rank `root`'s. Any dtype.
+  void broadcast(Tensor& t, int root);
+  virtual void barrier() = 0;
+  // Ends the whole job (every rank) with exit code `code` after printing `why`.
+  [[noreturn]] virtual void abort(int code, std::string_view why) = 0;
+
+  // Throws on every rank when any rank's `local_problem` is not empty (that rank
+  // throws its own message, the others name it) or when the ranks' `values` differ
+  // (naming the value and its range over ranks). For collectives, and for a run's
+  // start-up checks (same data, preset, seed on every rank).
+  void agree(std::string_view op, std::string_view local_problem, std::initializer_list<Agreed> values);
+
+  // Point to point, for algorithms built on the backend (the exact reduction):
+  // sends send_count elements to rank `peer` while receiving recv_count from it;
+  // both ranks call it with each other as peer.
+  virtual void send_recv(int peer, const void* send, int64_t send_count, void* recv, int64_t recv_count,
+                         DType dtype) = 0;
+
+ protected:
+  Communicator() = default;
+
+ private:
+  // The backends' parts, called once the arguments are checked and agreed on.
+  virtual void all_reduce_max(std::span<int64_t> values) = 0;  // elementwise, in place
+  virtual void all_reduce_sum_fast(Tensor& t) = 0;
+  virtual void reduce_scatter_sum_fast(const Tensor& input, Tensor& output) = 0;
+  virtual void all_gather_impl(const Tensor& input, Tensor& output) = 0;
+  virtual void broadcast_impl(Tensor& t, int root) = 0;
+};
+
+// backend: "self" (one process), "mpi" (initialises MPI if nobody has, finalises it
+// at exit), or "auto": "mpi" when started by an MPI launcher (mpirun, mpiexec, srun
+// --mpi=pmix), seen in its environment variables, else "self" (a plain process
+// never initialises MPI).
+std::unique_ptr<Communicator> make_communicator(std::string_view backend = "auto");
+// Whether this loom has the "mpi" backend.
+bool built_with_mpi();
+
+// The sum over every rank's micro-batches, each rank holding the same number of
+// consecutive ones: tree_sum locally, then the exact all-reduce. The same bits as
+// tree_sum over all of them in one process.
+Tensor sum_micro_batches(Communicator& comm, const std::vector<Tensor>& local_micro_batch_grads);
+
+}  // namespace loom::dist

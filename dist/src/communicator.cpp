@@ -1,0 +1,182 @@
+#include "loom/dist/communicator.h"
+
+#include <bit>
+#include <cstdlib>
+#include <vector>
+
+#include "dist_internal.h"
+#include "loom/dist/tree_sum.h"
+
+namespace loom::dist {
+
+namespace {
+
+std::string show_dtype(int64_t value) { return std::string(dtype_name(static_cast<DType>(value))); }
+std::string show_mode(int64_t value) { return std::string(reduce_name(static_cast<Reduce>(value))); }
+
+// Read even from an undefined tensor, whose problem agree() reports first.
+Agreed count_of(std::string_view what, const Tensor& t) { return {what, t.defined() ? t.numel() : 0}; }
+Agreed dtype_of(const Tensor& t) { return {"dtype", t.defined() ? static_cast<int64_t>(t.dtype()) : 0, show_dtype}; }
+Agreed mode_of(Reduce mode) { return {"reduce mode", static_cast<int64_t>(mode), show_mode}; }
+
+// The exact tree pairs rank r with r ^ 1, r ^ 2, r ^ 4, ...
+std::string exact_problem(std::string_view op, Reduce mode, int world) {
+  if (mode != Reduce::exact || std::has_single_bit(static_cast<unsigned>(world))) return {};
+  return fmt::format("{}: the exact reduction needs a power-of-two number of ranks, not {} (Reduce::fast takes any)",
+                     op, world);
+}
+
+// The first problem of several, "" when none.
+std::string first_of(std::initializer_list<std::string> problems) {
+  for (const std::string& p : problems)
+    if (!p.empty()) return p;
+  return {};
+}
+
+// Set by an MPI launcher in every process it starts: Open MPI's mpirun, PMIx
+// (Open MPI 5, srun --mpi=pmix), PMI (MPICH/Intel hydra, srun --mpi=pmi2). Not
+// SLURM_PROCID: a batch script has it too, and one process there is no MPI job.
+std::string_view mpi_launcher_variable() {
+  for (std::string_view name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(name.data()) != nullptr) return name;
+  return {};
+}
+
+}  // namespace
+
+namespace detail {
+
+std::string tensor_problem(std::string_view op, std::string_view name, const Tensor& t, bool reduced) {
+  if (!t.defined()) return fmt::format("{}: {} is an undefined tensor", op, name);
+  if (!t.device().is_cpu())
+    return fmt::format("{}: {} is on {}; the {} tensors must be on the CPU", op, name, t.device(), op);
+  if (reduced && t.dtype() != DType::f32 && t.dtype() != DType::f64)
+    return fmt::format("{}: {} has dtype {}; sums take float32 or float64 tensors", op, name, dtype_name(t.dtype()));
+  if (!t.is_contiguous())
+    return fmt::format("{}: {} of shape {} is not contiguous (strides {}); pass a contiguous copy", op, name, t.shape(),
+                       t.strides());
+  return {};
+}
+
+}  // namespace detail
+
+std::string_view reduce_name(Reduce mode) { return mode == Reduce::exact ? "exact" : "fast"; }
+
+void Communicator::agree(std::string_view op, std::string_view local_problem, std::initializer_list<Agreed> values) {
+  // One max over ranks of [refusing rank + 1, v0, -v0, v1, -v1, ...] gives every rank
+  // the same view: who refused, and each value's range.
+  std::vector<int64_t> maxima{local_problem.empty() ? 0 : rank() + 1};
+  for (const Agreed& a : values) maxima.insert(maxima.end(), {a.value, -a.value});
+  if (world_size() > 1) all_reduce_max(maxima);
+  if (!local_problem.empty()) throw Error(std::string(local_problem));
+  LOOM_CHECK(maxima[0] == 0, "{}: rank {} refused its arguments (its own error says why)", op, maxima[0] - 1);
+  size_t i = 1;
+  for (const Agreed& a : values) {
+    const int64_t high = maxima[i], low = -maxima[i + 1];
+    i += 2;
+    auto show = [&](int64_t v) { return a.show ? a.show(v) : std::to_string(v); };
+    LOOM_CHECK(low == high, "{}: the ranks differ in {}: from {} to {}", op, a.what, show(low), show(high));
+  }
+}
+
+void Communicator::all_reduce_sum(Tensor& t, Reduce mode) {
+  constexpr std::string_view op = "all_reduce";
+  agree(op, first_of({detail::tensor_problem(op, "the tensor", t, true), exact_problem(op, mode, world_size())}),
+        {count_of("element count", t), dtype_of(t), mode_of(mode)});
+  if (mode == Reduce::exact) {
+    detail::exact_all_reduce(*this, t);
+  } else {
+    all_reduce_sum_fast(t);
+  }
+}
+
+void Communicator::reduce_scatter_sum(const Tensor& input, Tensor& output, Reduce mode) {
+  constexpr std::string_view op = "reduce_scatter";
+  std::string problem =
+      first_of({detail::tensor_problem(op, "the input", input, true),
+                detail::tensor_problem(op, "the output", output, true), exact_problem(op, mode, world_size())});
+  if (problem.empty() && input.dtype() != output.dtype()) {
+    problem =
+        fmt::format("{}: the input is {} but the output {}", op, dtype_name(input.dtype()), dtype_name(output.dtype()));
+  } else if (problem.empty() && input.numel() != world_size() * output.numel()) {
+    problem = fmt::format("{}: the input has {} elements, not {} ranks x the output's {}", op, input.numel(),
+                          world_size(), output.numel());
+  }
+  agree(op, problem, {count_of("output element count", output), dtype_of(output), mode_of(mode)});
+  if (mode == Reduce::exact) {
+    detail::exact_reduce_scatter(*this, input, output);
+  } else {
+    reduce_scatter_sum_fast(input, output);
+  }
+}
+
+void Communicator::all_gather(const Tensor& input, Tensor& output) {
+  constexpr std::string_view op = "all_gather";
+  std::string problem = first_of(
+      {detail::tensor_problem(op, "the input", input, false), detail::tensor_problem(op, "the output", output, false)});
+  if (problem.empty() && input.dtype() != output.dtype()) {
+    problem =
+        fmt::format("{}: the input is {} but the output {}", op, dtype_name(input.dtype()), dtype_name(output.dtype()));
+  } else if (problem.empty() && output.numel() != world_size() * input.numel()) {
+    problem = fmt::format("{}: the output has {} elements, not {} ranks x the input's {}", op, output.numel(),
+                          world_size(), input.numel());
+  }
+  agree(op, problem, {count_of("input element count", input), dtype_of(input)});
+  all_gather_impl(input, output);
+}
+
+void Communicator::broadcast(Tensor& t, int root) {
+  constexpr std::string_view op = "broadcast";
+  std::string problem = detail::tensor_problem(op, "the tensor", t, false);
+  if (problem.empty() && (root < 0 || root >= world_size()))
+    problem = fmt::format("{}: root {} is not a rank of {}", op, root, world_size());
+  agree(op, problem, {count_of("element count", t), dtype_of(t), {"root", root}});
+  broadcast_impl(t, root);
+}
+
+Tensor sum_micro_batches(Communicator& comm, const std::vector<Tensor>& local_micro_batch_grads) {
+  constexpr std::string_view op = "sum_micro_batches";
+  std::string problem = exact_problem(op, Reduce::exact, comm.world_size());
+  Tensor sum;
+  if (local_micro_batch_grads.empty()) {
+    problem = fmt::format("{}: rank {} holds no micro-batches", op, comm.rank());
+  } else if (problem.empty()) {
+    try {  // a bad gradient must reach agree(), or the other ranks would wait for this one
+      sum = tree_sum(local_micro_batch_grads);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+  }
+  comm.agree(op, problem,
+             {{"micro-batch count", static_cast<int64_t>(local_micro_batch_grads.size())},
+              count_of("element count", sum),
+              dtype_of(sum)});
+  detail::exact_all_reduce(comm, sum);
+  return sum;
+}
+
+#ifdef LOOM_HAS_MPI
+bool built_with_mpi() { return true; }
+#else
+bool built_with_mpi() { return false; }
+
+std::unique_ptr<Communicator> detail::make_mpi_communicator() {
+  fail("make_communicator: loom was built without MPI (scripts/setup installs Open MPI; then configure again)");
+}
+#endif
+
+std::unique_ptr<Communicator> make_communicator(std::string_view backend) {
+  if (backend == "self") return detail::make_self_communicator();
+  if (backend == "mpi") return detail::make_mpi_communicator();
+  LOOM_CHECK(backend == "auto", "make_communicator: unknown backend '{}' (auto, self, mpi)", backend);
+  const std::string_view launcher = mpi_launcher_variable();
+  if (launcher.empty()) return detail::make_self_communicator();
+  // Started by mpirun, yet without MPI every process would train alone as rank 0.
+  LOOM_CHECK(built_with_mpi(),
+             "make_communicator: started by an MPI launcher ({} is set) but loom was built without MPI "
+             "(scripts/setup installs Open MPI; then configure again)",
+             launcher);
+  return detail::make_mpi_communicator();
+}
+
+}  // namespace loom::dist

@@ -1,0 +1,41 @@
+#pragma once
+// What dist's sources share: argument checks, the elementwise add of the exact
+// sums, the exact algorithms and the backends' factories.
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "loom/dist/communicator.h"
+
+namespace loom::dist::detail {
+
+// Why `t` cannot take part in a collective ("" when it can): CPU and contiguous,
+// and float32/float64 when `reduced` (a sum needs arithmetic).
+std::string tensor_problem(std::string_view op, std::string_view name, const Tensor& t, bool reduced);
+
+// f(T{}) with T the C++ type of a float32/float64 dtype.
+template <typename F>
+void with_float_type(DType dtype, F&& f) {
+  if (dtype == DType::f32) {
+    f(float{});
+  } else {
+    LOOM_CHECK(dtype == DType::f64, "dist: no sum for dtype {}", dtype_name(dtype));
+    f(double{});
+  }
+}
+
+// out[i] = a[i] + b[i]; out may be a or b. Elementwise, so threads do not change bits.
+template <typename T>
+void add_elements(T* out, const T* a, const T* b, int64_t n) {
+#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+// The exact (fixed-tree) collectives over Communicator::send_recv; arguments checked.
+void exact_all_reduce(Communicator& comm, Tensor& t);
+void exact_reduce_scatter(Communicator& comm, const Tensor& input, Tensor& output);
+
+std::unique_ptr<Communicator> make_self_communicator();
+std::unique_ptr<Communicator> make_mpi_communicator();  // fails where loom has no MPI
+
+}  // namespace loom::dist::detail

@@ -1,0 +1,92 @@
+#include "loom/dist/tree_sum.h"
+
+#include <cstring>
+
+#include "dist_internal.h"
+
+namespace loom::dist {
+
+namespace {
+
+constexpr std::string_view kOp = "tree_sum";
+
+Tensor copy_of(const Tensor& t) {
+  Tensor copy = Tensor::empty(t.shape(), {t.dtype()});
+  std::memcpy(copy.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+  return copy;
+}
+
+// left = left + right, in left's storage (owned by the accumulator).
+void add_into(Tensor& left, const Tensor& right) {
+  detail::with_float_type(left.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    detail::add_elements(left.data<T>(), left.data<T>(), right.data<T>(), left.numel());
+  });
+}
+
+}  // namespace
+
+TreeAccumulator::TreeAccumulator(int64_t count) : count_(count) {
+  LOOM_CHECK(count >= 1, "{}: needs at least one micro-batch, not {}", kOp, count);
+}
+
+// Whether [lo, hi) is a subtree: walk down from the root, halving as tree_sum.h says.
+bool TreeAccumulator::is_node(int64_t lo, int64_t hi) const {
+  int64_t node_lo = 0, node_hi = count_;
+  while (node_lo != lo || node_hi != hi) {
+    if (node_hi - node_lo < 2) return false;
+    const int64_t mid = node_lo + (node_hi - node_lo + 1) / 2;
+    if (hi <= mid) {
+      node_hi = mid;
+    } else if (lo >= mid) {
+      node_lo = mid;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+void TreeAccumulator::add(const Tensor& g) {
+  LOOM_CHECK(added_ < count_, "{}: micro-batch {} added to a sum of {}", kOp, added_ + 1, count_);
+  const std::string problem = detail::tensor_problem(kOp, fmt::format("micro-batch {}", added_), g, true);
+  LOOM_CHECK(problem.empty(), "{}", problem);
+  if (!partials_.empty()) {
+    const Tensor& first = partials_.front().sum;
+    LOOM_CHECK(g.shape() == first.shape() && g.dtype() == first.dtype(),
+               "{}: micro-batch {} is {} {}, the ones before it {} {}", kOp, added_, dtype_name(g.dtype()), g.shape(),
+               dtype_name(first.dtype()), first.shape());
+  }
+  // The partials are complete subtrees left to right; the new gradient completes the
+  // parents of those it now makes a subtree with, merged left + right.
+  int64_t lo = added_++;
+  const int64_t hi = added_;
+  Tensor right = g;
+  bool owned = false;
+  while (!partials_.empty() && is_node(partials_.back().lo, hi)) {
+    Partial left = std::move(partials_.back());
+    partials_.pop_back();
+    add_into(left.sum, right);
+    right = std::move(left.sum);
+    lo = left.lo;
+    owned = true;
+  }
+  partials_.push_back({owned ? std::move(right) : copy_of(g), lo, hi});
+}
+
+Tensor TreeAccumulator::result() {
+  LOOM_CHECK(added_ == count_, "{}: {} of {} micro-batches added", kOp, added_, count_);
+  LOOM_CHECK(partials_.size() == 1, "{}: the sum was already taken", kOp);
+  Tensor sum = std::move(partials_.back().sum);
+  partials_.clear();
+  return sum;
+}
+
+Tensor tree_sum(const std::vector<Tensor>& micro_batch_grads) {
+  LOOM_CHECK(!micro_batch_grads.empty(), "{}: no micro-batch gradients", kOp);
+  TreeAccumulator sum(static_cast<int64_t>(micro_batch_grads.size()));
+  for (const Tensor& g : micro_batch_grads) sum.add(g);
+  return sum.result();
+}
+
+}  // namespace loom::dist

@@ -1,0 +1,204 @@
+"""loom: reverse-mode automatic differentiation you can read, from Python.
+
+Tensors and autograd are shaped like PyTorch's (loom.tensor, .backward(), .grad,
+loom.no_grad(), loom.grad); memory is shared with NumPy and PyTorch, never copied
+(.numpy(), loom.from_numpy, DLPack); ops written in Python (loom.Function) join the
+graph and are checked by the same gradcheck as the C++ registry.
+"""
+import contextlib as _contextlib
+import functools as _functools
+
+import numpy as _np
+
+from . import _loom
+from ._loom import (Error, Tensor, dtype, ops, from_numpy, from_dlpack, zeros, ones, full, arange, rand, randn,
+                    manual_seed, sum, mean, amax, logsumexp, var, argmax, matmul, cat, stack, split, reshape,
+                    transpose, permute, pad, triu, tril, pow, clamp, where, masked_fill, gather, index_select,
+                    embedding, softmax, log_softmax, layer_norm, dropout, cross_entropy,
+                    scaled_dot_product_attention, is_grad_enabled, set_grad_enabled, is_anomaly_enabled,
+                    set_anomaly_enabled, gradcheck, gradgradcheck, op_names, GradientTrace)
+
+float32, float64, int32, int64, bfloat16 = dtype.float32, dtype.float64, dtype.int32, dtype.int64, dtype.bfloat16
+bool = dtype.bool  # noqa: A001 (loom.bool, as torch.bool)
+
+# Every registered op reaches the top level by its registered call, unless bound
+# above with its attributes (sum's dim, softmax's dim...).
+for _name in ops.__all__:
+    if _name not in globals():
+        globals()[_name] = getattr(ops, _name)
+
+_NUMPY_DTYPES = {_np.dtype("float32"): float32, _np.dtype("float64"): float64, _np.dtype("int32"): int32,
+                 _np.dtype("int64"): int64, _np.dtype("bool"): bool}
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor holding a copy of `data` (a number, nested lists, an ndarray or a Tensor).
+    Python floats become float32 and ints int64, as in PyTorch; an ndarray keeps its dtype."""
+    if isinstance(data, Tensor):
+        data = data.detach().numpy()
+    keep_dtype = isinstance(data, _np.ndarray)
+    array = _np.array(data)
+    if dtype is None:
+        if array.dtype.kind == "f" and not keep_dtype:
+            array = array.astype(_np.float32)
+        elif array.dtype.kind in "iu" and not keep_dtype:
+            array = array.astype(_np.int64)
+    if array.dtype not in _NUMPY_DTYPES:
+        raise TypeError(f"loom.tensor: data of NumPy dtype {array.dtype} has no loom dtype "
+                        "(float32, float64, int32, int64, bool)")
+    t = from_numpy(_np.ascontiguousarray(array))
+    if dtype is not None and t.dtype != dtype:
+        t = t.to(dtype)
+    return t.requires_grad_(requires_grad)
+
+
+def _tolist(self):
+    """The values as nested Python lists (a number for a 0-d tensor)."""
+    return self.detach().to("cpu").numpy().tolist()
+
+
+Tensor.tolist = _tolist
+Tensor.__array__ = lambda self, dtype=None: _np.asarray(self.detach().numpy(), dtype=dtype)
+
+
+class _GradMode(_contextlib.ContextDecorator):
+    def __init__(self, enabled):
+        self._enabled = enabled
+
+    def __enter__(self):
+        self._previous = is_grad_enabled()
+        set_grad_enabled(self._enabled)
+
+    def __exit__(self, *exc):
+        set_grad_enabled(self._previous)
+        return False
+
+
+def no_grad():
+    """`with loom.no_grad():` (or as a decorator): ops record no graph inside."""
+    return _GradMode(False)
+
+
+def enable_grad():
+    """`with loom.enable_grad():` records again inside a no_grad block."""
+    return _GradMode(True)
+
+
+@_contextlib.contextmanager
+def detect_anomaly():
+    """Inside, every op checks its output and every backward its gradients for NaN/Inf,
+    and raises loom.Error naming the op that made the first one."""
+    previous = is_anomaly_enabled()
+    set_anomaly_enabled(True)
+    try:
+        yield
+    finally:
+        set_anomaly_enabled(previous)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=False, create_graph=False, allow_unused=False):
+    """d(outputs)/d(inputs) as a tuple, without touching .grad (torch.autograd.grad).
+    create_graph=True records the backward itself, for second derivatives."""
+    as_list = lambda x: [x] if isinstance(x, Tensor) else list(x)  # noqa: E731
+    seeds = None if grad_outputs is None else as_list(grad_outputs)
+    return _loom.grad(as_list(outputs), as_list(inputs), seeds, retain_graph, create_graph, allow_unused)
+
+
+class FunctionContext:
+    """What forward leaves for backward: ctx.save_for_backward(*tensors), ctx.saved_tensors,
+    and any attribute (ctx.dim = dim)."""
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+
+class Function:
+    """An op written in Python, as torch.autograd.Function:
+
+        class Square(loom.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return 2 * x * g
+
+        y = Square.apply(x)
+
+    forward runs without recording; backward gets dL/dy and returns one gradient (or None)
+    per forward argument. It is written with loom ops, so create_graph=True differentiates
+    it again (gradgradcheck). Non-tensor arguments get None as their gradient."""
+
+    @classmethod
+    def apply(cls, *args):
+        ctx = FunctionContext()
+        with no_grad():
+            output = cls.forward(ctx, *args)
+        if not isinstance(output, Tensor):
+            raise TypeError(f"{cls.__name__}.forward must return a loom.Tensor, got {type(output).__name__}")
+        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+
+        def backward(g):
+            grads = cls.backward(ctx, g)
+            grads = grads if isinstance(grads, (tuple, list)) else (grads,)
+            if len(grads) != len(args):
+                raise ValueError(f"{cls.__name__}.backward returned {len(grads)} gradients for {len(args)} "
+                                 "forward arguments")
+            return tuple(grads[i] for i in positions)
+
+        return _loom._record_python_op(cls.__name__, [args[i] for i in positions], output, backward)
+
+
+class Explanation:
+    """loom.explain(op): the op's formulas, one of its samples, and both Jacobians of
+    gradcheck (analytic from backward, numeric from central differences) as arrays."""
+
+    def __init__(self, fields):
+        self.__dict__.update(fields)
+
+    def __repr__(self):
+        return self.text
+
+    def _repr_html_(self):
+        import html
+        rows = "".join(f"<tr><th style='text-align:left'>{k}</th><td style='text-align:left'>{html.escape(str(v))}"
+                       "</td></tr>" for k, v in [("forward", self.formula), ("derivative", self.derivative),
+                                                  ("shape", self.shape_rule), ("sample", self.sample)])
+        table = f"<table>{rows}</table>"
+        if self.gradcheck is not None:
+            table += "<pre>" + html.escape(self.text) + "</pre>"
+        return table
+
+
+def explain(op, sample=None):
+    """What `loom explain OP` prints, as values: .formula, .derivative, .shape_rule, .inputs,
+    .output, .gradcheck['analytic'] and ['numeric'] (NumPy arrays), and .gradgradcheck."""
+    return Explanation(_loom._explain(op, sample))
+
+
+class Graph:
+    """The autograd graph behind a tensor, drawn by Graphviz; in a notebook it shows itself
+    (SVG). Made inside `with loom.trace_gradients() as t:` and given t, its edges carry the
+    norm of the gradient that flowed along them."""
+
+    def __init__(self, root, trace=None):
+        self.dot = _loom.graph_dot(root, trace)
+
+    def svg(self):
+        return _loom.svg_of_dot(self.dot)
+
+    def _repr_svg_(self):
+        return self.svg()
+
+
+def graph(root, trace=None):
+    return Graph(root, trace)
+
+
+def trace_gradients():
+    """`with loom.trace_gradients() as trace:` records the gradient norm along every edge of
+    the backward passes inside, for loom.graph(loss, trace)."""
+    return GradientTrace()

@@ -1,0 +1,28 @@
+#pragma once
+// The pieces of the `loom._loom` extension module, one file each, called in order
+// by module.cpp. Python's loom package (python/loom/__init__.py) builds on them.
+#include <pybind11/pybind11.h>
+
+#include <memory>
+
+#include "loom/tensor.h"
+
+namespace loom::python {
+
+namespace py = pybind11;
+
+void bind_tensor(py::module_& m);    // tensor.cpp: the Tensor class, operators, methods, indexing
+void bind_interop(py::module_& m);   // interop.cpp: NumPy, the buffer protocol, DLPack (zero-copy)
+void bind_ops(py::module_& m);       // ops.cpp: every registered op, from the registry; ops with attributes
+void bind_autograd(py::module_& m);  // autograd.cpp: grad modes, loom.grad, hooks, Python-defined ops
+void bind_study(py::module_& m);     // study.cpp: gradcheck, explain, the graph picture
+
+// A Python object that C++ may hold and drop on any thread (a hook, a Python
+// op's backward, an array whose memory a tensor borrows): dropping it takes the
+// GIL, and after the interpreter has ended it is left alone.
+std::shared_ptr<py::object> hold(py::object object);
+
+// The dtype named by a Python value: a loom dtype or None (-> fallback).
+DType dtype_or(const py::handle& dtype, DType fallback);
+
+}  // namespace loom::python

@@ -1,0 +1,220 @@
+// The ops as Python functions. Every registered op is in `loom.ops` by its
+// registered call (tensors in, a tensor out), read from the registry when the
+// module loads: an op added in C++ reaches Python with no binding written for
+// it. The ops that take attributes (dims, eps, p...) are bound below by hand,
+// with PyTorch's argument names; loom/__init__.py puts both at the top level.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "loom/ops.h"
+#include "loom/ops/shape.h"
+#include "loom/registry.h"
+
+namespace loom::python {
+
+namespace {
+
+using Release = py::call_guard<py::gil_scoped_release>;
+
+Shape dims_of(const py::object& dim) {
+  if (dim.is_none()) return {};
+  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
+  return dim.cast<Shape>();
+}
+
+Tensor optional_tensor(const py::object& t) { return t.is_none() ? Tensor() : t.cast<Tensor>(); }
+
+TensorOptions options_of(const py::object& dtype, const std::string& device) {
+  return {dtype_or(dtype, DType::f32), parse_device(device)};
+}
+
+void bind_registry(py::module_ ops) {
+  py::list names;
+  for (const OpInfo& op : registered_ops()) {
+    names.append(op.name);
+    const std::string doc = op.formula + "\n\nderivative: " + op.derivative + "\nshape: " + op.shape_rule;
+    ops.def(
+        op.name.c_str(),
+        [call = op.call, name = op.name](const py::args& args) {
+          OpArgs inputs;
+          for (const auto& a : args) {
+            if (!py::isinstance<Tensor>(a))
+              throw py::type_error("loom.ops." + name + ": argument " + std::to_string(inputs.size() + 1) +
+                                   " must be a loom.Tensor, got " +
+                                   std::string(py::str(a.get_type().attr("__name__"))));
+            inputs.push_back(a.cast<Tensor>());
+          }
+          py::gil_scoped_release release;
+          return call(inputs);
+        },
+        doc.c_str());
+  }
+  ops.attr("__all__") = names;
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  bind_registry(m.def_submodule("ops", "every registered op, called with tensors only (loom.explain shows each)"));
+
+  // Factories
+  m.def(
+      "zeros",
+      [](const Shape& shape, const py::object& dtype, const std::string& device) {
+        return zeros(shape, options_of(dtype, device));
+      },
+      py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
+  m.def(
+      "ones",
+      [](const Shape& shape, const py::object& dtype, const std::string& device) {
+        return ones(shape, options_of(dtype, device));
+      },
+      py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
+  m.def(
+      "full",
+      [](const Shape& shape, double value, const py::object& dtype, const std::string& device) {
+        return full(shape, value, options_of(dtype, device));
+      },
+      py::arg("shape"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
+  m.def(
+      "arange", [](int64_t end, const py::object& dtype) { return arange(end, {dtype_or(dtype, DType::i64)}); },
+      py::arg("end"), py::kw_only(), py::arg("dtype") = py::none());
+  m.def(
+      "randn",
+      [](const Shape& shape, const py::object& dtype, bool requires_grad) {
+        Tensor t = randn(shape, {dtype_or(dtype, DType::f32)});
+        return t.requires_grad_(requires_grad);
+      },
+      py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("requires_grad") = false);
+  m.def(
+      "rand",
+      [](const Shape& shape, const py::object& dtype, bool requires_grad) {
+        Tensor t = rand(shape, {dtype_or(dtype, DType::f32)});
+        return t.requires_grad_(requires_grad);
+      },
+      py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("requires_grad") = false);
+  m.def("manual_seed", &manual_seed, py::arg("seed"));
+
+  // Reductions
+  m.def(
+      "sum", [](const Tensor& x, const py::object& dim, bool keepdim) { return sum(x, dims_of(dim), keepdim); },
+      py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  m.def(
+      "mean", [](const Tensor& x, const py::object& dim, bool keepdim) { return mean(x, dims_of(dim), keepdim); },
+      py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  m.def(
+      "amax", [](const Tensor& x, const py::object& dim, bool keepdim) { return amax(x, dims_of(dim), keepdim); },
+      py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  m.def(
+      "logsumexp",
+      [](const Tensor& x, const py::object& dim, bool keepdim) { return logsumexp(x, dims_of(dim), keepdim); },
+      py::arg("input"), py::arg("dim"), py::arg("keepdim") = false);
+  m.def(
+      "var",
+      [](const Tensor& x, const py::object& dim, bool keepdim, int64_t correction) {
+        return var(x, dims_of(dim), keepdim, correction);
+      },
+      py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false, py::arg("correction") = 1);
+  m.def(
+      "argmax", [](const Tensor& x, int64_t dim, bool keepdim) { return argmax(x, dim, keepdim); }, py::arg("input"),
+      py::arg("dim"), py::arg("keepdim") = false);
+
+  // Products, shapes, joins
+  m.def(
+      "matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::arg("input"), py::arg("other"),
+      Release());
+  m.def(
+      "cat", [](const std::vector<Tensor>& xs, int64_t dim) { return cat(xs, dim); }, py::arg("tensors"),
+      py::arg("dim") = 0);
+  m.def(
+      "stack", [](const std::vector<Tensor>& xs, int64_t dim) { return stack(xs, dim); }, py::arg("tensors"),
+      py::arg("dim") = 0);
+  m.def(
+      "split", [](const Tensor& x, int64_t size, int64_t dim) { return split(x, size, dim); }, py::arg("tensor"),
+      py::arg("split_size"), py::arg("dim") = 0);
+  m.def(
+      "reshape", [](const Tensor& x, const Shape& shape) { return reshape(x, shape); }, py::arg("input"),
+      py::arg("shape"));
+  m.def(
+      "transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }, py::arg("input"),
+      py::arg("dim0"), py::arg("dim1"));
+  m.def(
+      "permute", [](const Tensor& x, const Shape& dims) { return permute(x, dims); }, py::arg("input"),
+      py::arg("dims"));
+  m.def(
+      "pad", [](const Tensor& x, const Shape& pads, double value) { return pad(x, pads, value); }, py::arg("input"),
+      py::arg("pad"), py::arg("value") = 0.0);
+  m.def(
+      "triu", [](const Tensor& x, int64_t diagonal) { return triu(x, diagonal); }, py::arg("input"),
+      py::arg("diagonal") = 0);
+  m.def(
+      "tril", [](const Tensor& x, int64_t diagonal) { return tril(x, diagonal); }, py::arg("input"),
+      py::arg("diagonal") = 0);
+
+  // Elementwise with attributes
+  m.def(
+      "pow", [](const Tensor& x, double exponent) { return pow(x, exponent); }, py::arg("input"), py::arg("exponent"));
+  m.def(
+      "clamp", [](const Tensor& x, double min, double max) { return clamp(x, min, max); }, py::arg("input"),
+      py::arg("min"), py::arg("max"));
+  m.def(
+      "where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); }, py::arg("condition"),
+      py::arg("input"), py::arg("other"));
+  m.def(
+      "masked_fill", [](const Tensor& x, const Tensor& mask, double value) { return masked_fill(x, mask, value); },
+      py::arg("input"), py::arg("mask"), py::arg("value"));
+
+  // Indexing
+  m.def(
+      "gather", [](const Tensor& x, int64_t dim, const Tensor& index) { return gather(x, dim, index); },
+      py::arg("input"), py::arg("dim"), py::arg("index"));
+  m.def(
+      "index_select", [](const Tensor& x, int64_t dim, const Tensor& index) { return index_select(x, dim, index); },
+      py::arg("input"), py::arg("dim"), py::arg("index"));
+  m.def(
+      "embedding",
+      [](const Tensor& ids, const Tensor& weight, int64_t padding_idx) { return embedding(weight, ids, padding_idx); },
+      py::arg("input"), py::arg("weight"), py::arg("padding_idx") = -1);
+
+  // The fused ops
+  m.def(
+      "softmax",
+      [](const Tensor& x, int64_t dim, const py::object& mask) { return softmax(x, dim, optional_tensor(mask)); },
+      py::arg("input"), py::arg("dim") = -1, py::arg("mask") = py::none());
+  m.def(
+      "log_softmax",
+      [](const Tensor& x, int64_t dim, const py::object& mask) { return log_softmax(x, dim, optional_tensor(mask)); },
+      py::arg("input"), py::arg("dim") = -1, py::arg("mask") = py::none());
+  m.def(
+      "layer_norm",
+      [](const Tensor& x, const py::object& weight, const py::object& bias, double eps) {
+        return layer_norm(x, optional_tensor(weight), optional_tensor(bias), eps);
+      },
+      py::arg("input"), py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
+  m.def(
+      "dropout", [](const Tensor& x, double p, bool training) { return dropout(x, p, training); }, py::arg("input"),
+      py::arg("p") = 0.5, py::arg("training") = true);
+  m.def(
+      "cross_entropy",
+      [](const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction,
+         double label_smoothing) {
+        CrossEntropyOptions options{.label_smoothing = label_smoothing, .ignore_index = ignore_index};
+        if (reduction == "sum")
+          options.reduction = Reduction::sum;
+        else if (reduction == "none")
+          options.reduction = Reduction::none;
+        else if (reduction != "mean")
+          throw py::value_error("cross_entropy: reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
+        return cross_entropy(logits, target, options);
+      },
+      py::arg("input"), py::arg("target"), py::kw_only(), py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
+      py::arg("label_smoothing") = 0.0, Release());
+  m.def(
+      "scaled_dot_product_attention",
+      [](const Tensor& q, const Tensor& k, const Tensor& v, const py::object& mask) {
+        return scaled_dot_product_attention(q, k, v, optional_tensor(mask));
+      },
+      py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none());
+}
+
+}  // namespace loom::python

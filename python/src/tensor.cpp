@@ -1,0 +1,233 @@
+// loom.Tensor: the C++ Tensor handle, with PyTorch's names for what it does.
+#include <pybind11/functional.h>
+#include <pybind11/operators.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "loom/ops.h"
+#include "loom/ops/shape.h"
+
+namespace loom::python {
+
+namespace {
+
+using Release = py::call_guard<py::gil_scoped_release>;
+
+// Dims as PyTorch takes them: None (all), an int, or a sequence of ints.
+Shape dims_of(const py::object& dim) {
+  if (dim.is_none()) return {};
+  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
+  return dim.cast<Shape>();
+}
+
+// A shape as *args or as one sequence: x.view(2, 3) and x.view((2, 3)).
+Shape shape_of(const py::args& args) {
+  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<Shape>();
+  return args.cast<Shape>();
+}
+
+py::object scalar_of(const Tensor& t) {
+  LOOM_CHECK(t.numel() == 1, "item: a tensor of {} elements has no single value", t.numel());
+  if (t.dtype() == DType::b8) return py::bool_(t.to(DType::i64).item<int64_t>() != 0);
+  if (!is_floating(t.dtype())) return py::int_(t.to(DType::i64).item<int64_t>());
+  return py::float_(t.to(DType::f64).item<double>());
+}
+
+// x[i], x[a:b:s], x[None], x[...], and tuples of them, as views (PyTorch's basic indexing).
+Tensor index(const Tensor& x, const py::object& key) {
+  py::tuple items = py::isinstance<py::tuple>(key) ? py::reinterpret_borrow<py::tuple>(key) : py::make_tuple(key);
+  int64_t consumed = 0;  // dims of x the key names
+  for (auto item : items)
+    if (!item.is_none() && !py::isinstance<py::ellipsis>(item)) ++consumed;
+  LOOM_CHECK(consumed <= x.dim(), "index: {} indices for a tensor of {} dims", consumed, x.dim());
+  Tensor out = x;
+  int64_t d = 0;  // the dim of `out` the next item applies to
+  for (auto item : items) {
+    if (item.is_none()) {
+      out = out.unsqueeze(d++);
+    } else if (py::isinstance<py::ellipsis>(item)) {
+      d += x.dim() - consumed;
+    } else if (py::isinstance<py::slice>(item)) {
+      Py_ssize_t start = 0, stop = 0, step = 0, length = 0;
+      if (!item.cast<py::slice>().compute(out.size(d), &start, &stop, &step, &length)) throw py::error_already_set();
+      LOOM_CHECK(step > 0, "index: a slice step must be positive, got {}", step);
+      out = out.slice(d++, start, start + length * step, step);
+    } else if (py::isinstance<py::int_>(item)) {
+      out = out.select(d, item.cast<int64_t>());
+    } else {
+      throw py::type_error("index: expected an int, a slice, None or ..., got " +
+                           std::string(py::str(item.get_type().attr("__name__"))));
+    }
+  }
+  return out;
+}
+
+// The right operand of an operator: a Tensor, or a Python number in the left one's dtype.
+Tensor operand(const Tensor& like, const py::object& value) {
+  if (py::isinstance<Tensor>(value)) return value.cast<Tensor>();
+  if (py::isinstance<py::float_>(value) || py::isinstance<py::int_>(value))
+    return full(Shape{}, value.cast<double>(), {like.dtype(), like.device()});
+  throw py::type_error("expected a loom.Tensor or a number, got " +
+                       std::string(py::str(value.get_type().attr("__name__"))));
+}
+
+template <Tensor (*op)(const Tensor&, const Tensor&, Where)>
+void binary(py::class_<Tensor>& cls, const char* name, const char* reflected) {
+  cls.def(name, [](const Tensor& a, const py::object& b) { return op(a, operand(a, b), Where::current()); });
+  if (reflected)
+    cls.def(reflected, [](const Tensor& a, const py::object& b) { return op(operand(a, b), a, Where::current()); });
+}
+
+}  // namespace
+
+DType dtype_or(const py::handle& dtype, DType fallback) { return dtype.is_none() ? fallback : dtype.cast<DType>(); }
+
+void bind_tensor(py::module_& m) {
+  py::enum_<DType>(m, "dtype")
+      .value("float32", DType::f32)
+      .value("float64", DType::f64)
+      .value("int32", DType::i32)
+      .value("int64", DType::i64)
+      .value("bool", DType::b8)
+      .value("bfloat16", DType::bf16);
+
+  py::class_<Tensor> cls(m, "Tensor", py::buffer_protocol());
+  cls.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); })
+      .def(
+          "size",
+          [](const Tensor& t, const py::object& dim) -> py::object {
+            if (dim.is_none()) return py::tuple(py::cast(t.shape()));
+            return py::int_(t.size(dim.cast<int64_t>()));
+          },
+          py::arg("dim") = py::none())
+      .def("stride", [](const Tensor& t) { return py::tuple(py::cast(t.strides())); })
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def("__len__",
+           [](const Tensor& t) {
+             LOOM_CHECK(t.dim() > 0, "len() of a 0-d tensor");
+             return t.size(0);
+           })
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); })
+      .def_property("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool enabled) { t.requires_grad_(enabled); })
+      .def(
+          "requires_grad_", [](Tensor& t, bool enabled) { return t.requires_grad_(enabled); },
+          py::arg("requires_grad") = true)
+      .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def_property_readonly("grad_fn",
+                             [](const Tensor& t) -> py::object {
+                               if (!t.grad_fn()) return py::none();
+                               return py::str(t.grad_fn()->name);
+                             })
+      .def_property(
+          "grad",
+          [](const Tensor& t) -> py::object {
+            Tensor g = t.grad();
+            return g.defined() ? py::cast(g) : py::none();
+          },
+          [](const Tensor& t, const py::object& g) { t.set_grad(g.is_none() ? Tensor() : g.cast<Tensor>()); })
+      .def_property(
+          "name", [](const Tensor& t) { return t.name(); }, [](Tensor& t, std::string name) { t.set_name(name); })
+      .def(
+          "backward",
+          [](const Tensor& t, const py::object& gradient, bool retain_graph, bool create_graph) {
+            Tensor g = gradient.is_none() ? Tensor() : gradient.cast<Tensor>();
+            py::gil_scoped_release release;
+            t.backward(g, retain_graph, create_graph);
+          },
+          py::arg("gradient") = py::none(), py::arg("retain_graph") = false, py::arg("create_graph") = false)
+      .def("retain_grad", &Tensor::retain_grad)
+      .def("detach", &Tensor::detach)
+      .def("item", &scalar_of)
+      .def("__float__", [](const Tensor& t) { return scalar_of(t.to(DType::f64)).cast<double>(); })
+      .def("__int__", [](const Tensor& t) { return scalar_of(t.to(DType::i64)).cast<int64_t>(); })
+      .def("__bool__", [](const Tensor& t) { return scalar_of(t.to(DType::i64)).cast<int64_t>() != 0; })
+      .def("__repr__", &Tensor::str)
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("contiguous", &Tensor::contiguous)
+      .def("clone", &Tensor::clone)
+      .def("to",
+           [](const Tensor& t, const py::object& target) {
+             if (py::isinstance<py::str>(target)) return t.to(parse_device(target.cast<std::string>()));
+             return t.to(target.cast<DType>());
+           })
+      .def("float", [](const Tensor& t) { return t.to(DType::f32); })
+      .def("double", [](const Tensor& t) { return t.to(DType::f64); })
+      .def("long", [](const Tensor& t) { return t.to(DType::i64); })
+      // Views and shape
+      .def("view", [](const Tensor& t, const py::args& shape) { return t.view(shape_of(shape)); })
+      .def("reshape", [](const Tensor& t, const py::args& shape) { return t.reshape(shape_of(shape)); })
+      .def("permute", [](const Tensor& t, const py::args& dims) { return t.permute(shape_of(dims)); })
+      .def("expand", [](const Tensor& t, const py::args& shape) { return t.expand(shape_of(shape)); })
+      .def("transpose", &Tensor::transpose)
+      .def("t", &Tensor::t)
+      .def_property_readonly("T", &Tensor::t)
+      .def("narrow", &Tensor::narrow)
+      .def("select", &Tensor::select)
+      .def("squeeze", &Tensor::squeeze)
+      .def("unsqueeze", &Tensor::unsqueeze)
+      .def("__getitem__", &index)
+      // Reductions
+      .def(
+          "sum", [](const Tensor& t, const py::object& dim, bool keepdim) { return t.sum(dims_of(dim), keepdim); },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def(
+          "mean", [](const Tensor& t, const py::object& dim, bool keepdim) { return t.mean(dims_of(dim), keepdim); },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def(
+          "amax", [](const Tensor& t, const py::object& dim, bool keepdim) { return t.amax(dims_of(dim), keepdim); },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def(
+          "logsumexp",
+          [](const Tensor& t, const py::object& dim, bool keepdim) { return t.logsumexp(dims_of(dim), keepdim); },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false)
+      .def(
+          "var",
+          [](const Tensor& t, const py::object& dim, bool keepdim, int64_t correction) {
+            return t.var(dims_of(dim), keepdim, correction);
+          },
+          py::arg("dim") = py::none(), py::arg("keepdim") = false, py::arg("correction") = 1)
+      .def("softmax", &Tensor::softmax, py::arg("dim") = -1)
+      .def("log_softmax", &Tensor::log_softmax, py::arg("dim") = -1)
+      // Elementwise
+      .def("exp", &Tensor::exp)
+      .def("log", &Tensor::log)
+      .def("tanh", &Tensor::tanh)
+      .def("relu", &Tensor::relu)
+      .def("abs", &Tensor::abs)
+      .def("sqrt", [](const Tensor& t) { return sqrt(t); })
+      .def("sigmoid", [](const Tensor& t) { return sigmoid(t); })
+      .def("pow", &Tensor::pow)
+      .def("__pow__", &Tensor::pow)
+      .def("__neg__", [](const Tensor& t) { return -t; })
+      .def(
+          "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, Release())
+      .def(
+          "register_hook",
+          [](const Tensor& t, py::function hook) {
+            // The hook runs wherever backward runs (the GIL released): it takes the GIL to call Python.
+            return t.register_hook([held = hold(std::move(hook))](const Tensor& grad) {
+              py::gil_scoped_acquire acquire;
+              py::object result = (*held)(grad);
+              return result.is_none() ? grad : result.cast<Tensor>();
+            });
+          },
+          py::arg("hook"));
+  binary<add>(cls, "__add__", "__radd__");
+  binary<sub>(cls, "__sub__", "__rsub__");
+  binary<mul>(cls, "__mul__", "__rmul__");
+  binary<div>(cls, "__truediv__", "__rtruediv__");
+  binary<eq>(cls, "__eq__", nullptr);
+  binary<ne>(cls, "__ne__", nullptr);
+  binary<lt>(cls, "__lt__", nullptr);
+  binary<le>(cls, "__le__", nullptr);
+  binary<gt>(cls, "__gt__", nullptr);
+  binary<ge>(cls, "__ge__", nullptr);
+  binary<maximum>(cls, "maximum", nullptr);
+  binary<minimum>(cls, "minimum", nullptr);
+  cls.attr("__hash__") = py::none();  // == is elementwise, as in NumPy and PyTorch
+}
+
+}  // namespace loom::python

@@ -1,0 +1,49 @@
+"""Errors as Python exceptions with the engine's message; explain and the graph picture."""
+import numpy as np
+import pytest
+
+import loom
+
+
+def test_engine_errors_are_loom_errors_naming_the_op():
+    assert issubclass(loom.Error, RuntimeError)
+    with pytest.raises(loom.Error, match="matmul"):
+        loom.ones([2, 3]) @ loom.ones([2, 3])
+    with pytest.raises(loom.Error, match="reshape"):
+        loom.ones([6]).reshape(4, 2)
+
+
+def test_wrong_python_types_are_type_errors():
+    with pytest.raises(TypeError, match="loom.Tensor or a number"):
+        loom.ones([2]) + "x"
+    with pytest.raises(TypeError, match="argument 2 must be a loom.Tensor"):
+        loom.ops.add(loom.ones([2]), 3)
+    with pytest.raises(TypeError):
+        loom.sum([1, 2])
+
+
+def test_explain_gives_both_jacobians_as_arrays():
+    e = loom.explain("tanh")
+    assert e.formula.startswith("y = tanh")
+    analytic, numeric = e.gradcheck["analytic"], e.gradcheck["numeric"]
+    assert isinstance(analytic, np.ndarray) and analytic.shape == numeric.shape
+    np.testing.assert_allclose(analytic, numeric, atol=1e-6)
+    assert e.gradcheck["passed"] and e.gradgradcheck["passed"]
+    x = e.inputs[0].detach().numpy().ravel()
+    np.testing.assert_allclose(np.diag(analytic), 1 - np.tanh(x) ** 2, rtol=1e-12)
+    assert "<table>" in e._repr_html_()
+    with pytest.raises(loom.Error, match="tanh"):
+        loom.explain("tahn")
+
+
+def test_graph_renders_with_gradient_norms():
+    x = loom.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    x.name = "x"
+    with loom.trace_gradients() as trace:
+        loss = (x * 3).sum()
+        loss.backward()
+    g = loom.graph(loss, trace)
+    assert "digraph" in g.dot and "mul" in g.dot
+    assert f"{np.linalg.norm([3.0, 3.0, 3.0]):.3g}" in g.dot  # the gradient into x, on its edge
+    svg = g._repr_svg_()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg

@@ -1,0 +1,113 @@
+"""Tensors and autograd from Python: values against NumPy and gradients against PyTorch, in float64."""
+import numpy as np
+import pytest
+import torch
+
+import loom
+
+
+def both(array):
+    """The same float64 values as a loom leaf and a torch leaf."""
+    return loom.tensor(array, requires_grad=True), torch.tensor(array, requires_grad=True)
+
+
+def test_tensor_from_lists_takes_pytorch_dtypes():
+    assert loom.tensor([1.5, 2.0]).dtype == loom.float32
+    assert loom.tensor([[1, 2], [3, 4]]).dtype == loom.int64
+    assert loom.tensor([True, False]).dtype == loom.bool
+    assert loom.tensor(np.zeros(3)).dtype == loom.float64  # an ndarray keeps its dtype
+    assert loom.tensor([1, 2], dtype=loom.float64).dtype == loom.float64
+    t = loom.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    assert t.shape == (2, 3) and t.ndim == 2 and t.numel() == 6 and len(t) == 2
+    assert t.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    assert t.sum().item() == 21.0
+
+
+def test_forward_values_match_numpy(rng):
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    x, y = loom.tensor(a), loom.tensor(b)
+    np.testing.assert_allclose((x @ y).numpy(), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(x.exp().numpy(), np.exp(a), rtol=1e-14)
+    np.testing.assert_allclose(loom.tanh(x).numpy(), np.tanh(a), rtol=1e-14)
+    np.testing.assert_allclose(x.sum(1).numpy(), a.sum(1), rtol=1e-13)
+    np.testing.assert_allclose(x.mean((0, 1), keepdim=True).numpy(), a.mean(keepdims=True), rtol=1e-13)
+    e = np.exp(a - a.max(-1, keepdims=True))
+    np.testing.assert_allclose(x.softmax(-1).numpy(), e / e.sum(-1, keepdims=True), rtol=1e-13)
+    np.testing.assert_allclose((2.0 - x * 3 / (x.abs() + 1)).numpy(), 2.0 - a * 3 / (np.abs(a) + 1), rtol=1e-13)
+    np.testing.assert_allclose(x[1:, ::2].numpy(), a[1:, ::2])
+    np.testing.assert_allclose(x[None, ..., 2].numpy(), a[None, ..., 2])
+    assert (x > 0).dtype == loom.bool
+    np.testing.assert_array_equal((x > 0).numpy(), a > 0)
+
+
+def test_gradients_match_pytorch(rng):
+    a, w = rng.standard_normal((4, 3)), rng.standard_normal((3, 2))
+    (x, tx), (v, tv) = both(a), both(w)
+    loss = (loom.tanh(x @ v).softmax(-1) * loom.tensor(np.arange(8.0).reshape(4, 2))).sum()
+    tloss = (torch.tanh(tx @ tv).softmax(-1) * torch.arange(8.0, dtype=torch.float64).reshape(4, 2)).sum()
+    loss.backward()
+    tloss.backward()
+    assert loss.item() == pytest.approx(tloss.item(), rel=1e-13)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(v.grad.numpy(), tv.grad.numpy(), rtol=1e-12)
+    assert x.is_leaf and not loss.is_leaf and loss.grad_fn is not None
+
+
+def test_cross_entropy_matches_pytorch(rng):
+    logits = rng.standard_normal((5, 7))
+    target = np.array([0, 3, 6, 2, -100])
+    x, tx = both(logits)
+    loss = loom.cross_entropy(x, loom.tensor(target), label_smoothing=0.1)
+    tloss = torch.nn.functional.cross_entropy(tx, torch.tensor(target), label_smoothing=0.1)
+    loss.backward()
+    tloss.backward()
+    assert loss.item() == pytest.approx(tloss.item(), rel=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-15)
+
+
+def test_no_grad_and_detach():
+    x = loom.tensor([1.0, 2.0], requires_grad=True)
+    with loom.no_grad():
+        y = x * 2
+    assert not y.requires_grad and y.grad_fn is None
+    assert loom.is_grad_enabled()
+
+    @loom.no_grad()
+    def doubled(t):
+        return t * 2
+
+    assert not doubled(x).requires_grad
+    assert not x.detach().requires_grad and (x * 2).requires_grad
+
+
+def test_double_backward_matches_pytorch(rng):
+    a = rng.standard_normal(5)
+    x, tx = both(a)
+    (g,) = loom.grad((x ** 3).sum(), x, create_graph=True)
+    (tg,) = torch.autograd.grad((tx ** 3).sum(), tx, create_graph=True)
+    np.testing.assert_allclose(g.numpy() if not g.requires_grad else g.detach().numpy(), 3 * a * a, rtol=1e-13)
+    (gg,) = loom.grad(g.sum(), x)
+    (tgg,) = torch.autograd.grad(tg.sum(), tx)
+    np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-13)
+
+
+def test_hooks_see_and_replace_the_gradient():
+    x = loom.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.tolist()))
+    (x * x).sum().backward()
+    assert seen == [[2.0, 4.0, 6.0]]
+    y = loom.tensor([1.0, 1.0], requires_grad=True)
+    y.register_hook(lambda g: g * 10)
+    (y * 3).sum().backward()
+    assert y.grad.tolist() == [30.0, 30.0]
+
+
+def test_every_registered_op_is_a_function():
+    names = loom.op_names()
+    assert len(names) >= 80 and "softplus" in names and "bias_gelu" in names
+    for name in names:
+        assert callable(getattr(loom.ops, name)), name
+        assert callable(getattr(loom, name)), name
+    x = loom.tensor([-1.0, 0.0, 2.0], dtype=loom.float64)
+    np.testing.assert_allclose(loom.ops.softplus(x).numpy(), np.log1p(np.exp([-1.0, 0.0, 2.0])), rtol=1e-14)

@@ -1,0 +1,339 @@
+// dist: the tree sum's shape, the self backend, and the "ranks:" cases, which ctest
+// runs again under mpiexec at 2, 3 and 4 ranks: the exact all-reduce must give the
+// bits of one process's tree_sum over all micro-batches at every world size.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "loom/dist.h"
+
+using namespace loom;
+using namespace loom::dist;
+
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+template <typename T>
+Tensor tensor_of(const std::vector<T>& values) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, {dtype_of<T>()});
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+// Values over 17 binades: the order of additions shows in the bits.
+Tensor random_tensor(int64_t n, DType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-8, 8);
+  std::vector<double> values(n);
+  for (double& v : values) v = std::ldexp(unit(rng), exponent(rng));
+  if (dtype == f64) return tensor_of(values);
+  return tensor_of(std::vector<float>(values.begin(), values.end()));
+}
+
+// Micro-batch i's gradient, the same on every rank.
+std::vector<Tensor> micro_batches(int64_t count, int64_t n, DType dtype) {
+  std::vector<Tensor> grads;
+  for (int64_t i = 0; i < count; ++i) grads.push_back(random_tensor(n, dtype, 1000 + i));
+  return grads;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.numel() == b.numel() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.numel() * dtype_size(a.dtype())) == 0;
+}
+
+template <typename T>
+Tensor add(const Tensor& a, const Tensor& b) {
+  std::vector<T> x = a.to_vector<T>(), y = b.to_vector<T>();
+  for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+  return tensor_of(x);
+}
+
+// The tree as tree_sum.h describes it, written out recursively.
+template <typename T>
+Tensor reference_tree(const std::vector<Tensor>& g, size_t lo, size_t hi) {
+  if (hi - lo == 1) return g[lo];
+  const size_t mid = lo + (hi - lo + 1) / 2;
+  return add<T>(reference_tree<T>(g, lo, mid), reference_tree<T>(g, mid, hi));
+}
+
+// The launcher's variables cleared for one scope, as in a plain process.
+struct PlainProcess {
+  std::vector<std::pair<std::string, std::string>> saved;
+  PlainProcess() {
+    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+      if (const char* value = std::getenv(name)) saved.emplace_back(name, value);
+      unsetenv(name);
+    }
+  }
+  ~PlainProcess() {
+    for (const auto& [name, value] : saved) setenv(name.c_str(), value.c_str(), 1);
+  }
+};
+
+const float kEps = std::ldexp(1.0f, -24);  // half an ulp of 1.0f: 1 + kEps rounds to 1
+
+}  // namespace
+
+TEST_CASE("tree_sum: left halves take the middle, and subtrees add before their parents") {
+  auto sum_of = [](std::vector<float> values) {
+    std::vector<Tensor> grads;
+    for (float v : values) grads.push_back(tensor_of(std::vector<float>{v}));
+    return tree_sum(grads).item<float>();
+  };
+  CHECK(sum_of({1.0f, kEps, kEps}) == 1.0f);                   // (1 + e) + e, not 1 + (e + e)
+  CHECK(sum_of({1.0f, kEps, kEps, kEps}) == 1.0f + 2 * kEps);  // (1 + e) + (e + e), not a running sum
+  CHECK(sum_of({kEps, kEps, 1.0f}) == 1.0f + 2 * kEps);
+  for (size_t n = 1; n <= 13; ++n) {
+    CAPTURE(n);
+    const std::vector<Tensor> grads = micro_batches(n, 37, f32);
+    CHECK(same_bits(tree_sum(grads), reference_tree<float>(grads, 0, n)));
+  }
+  const std::vector<Tensor> one = micro_batches(1, 5, f64);
+  Tensor sum = tree_sum(one);
+  CHECK(sum.raw_data() != one[0].raw_data());  // fresh storage, even for one micro-batch
+  CHECK(same_bits(sum, one[0]));
+}
+
+TEST_CASE("tree_sum: every rank's block is a subtree, joined by the balanced tree over ranks") {
+  for (int64_t per_rank : {1, 2, 3, 5}) {
+    for (int ranks : {2, 4, 8}) {
+      CAPTURE(per_rank);
+      CAPTURE(ranks);
+      const std::vector<Tensor> grads = micro_batches(per_rank * ranks, 101, f32);
+      std::vector<Tensor> level;
+      for (int r = 0; r < ranks; ++r)
+        level.push_back(tree_sum({grads.begin() + r * per_rank, grads.begin() + (r + 1) * per_rank}));
+      while (level.size() > 1) {  // ((r0 + r1) + (r2 + r3)): what the exact all-reduce computes
+        std::vector<Tensor> next;
+        for (size_t i = 0; i < level.size(); i += 2) next.push_back(add<float>(level[i], level[i + 1]));
+        level = next;
+      }
+      CHECK(same_bits(level[0], tree_sum(grads)));
+    }
+  }
+}
+
+TEST_CASE("tree_sum: the accumulator reads each gradient during add() only") {
+  const std::vector<Tensor> grads = micro_batches(7, 64, f64);
+  TreeAccumulator sum(7);
+  Tensor buffer = Tensor::empty({64}, {f64});  // reused for every micro-batch, as a gradient buffer is
+  for (const Tensor& g : grads) {
+    std::memcpy(buffer.raw_data(), g.raw_data(), 64 * sizeof(double));
+    sum.add(buffer);
+    CHECK(sum.added() <= sum.count());
+  }
+  CHECK(same_bits(sum.result(), tree_sum(grads)));
+  CHECK(error_of([&] { sum.result(); }) == "tree_sum: the sum was already taken");
+}
+
+TEST_CASE("tree_sum: refusals name the op and the micro-batch") {
+  CHECK(error_of([] { tree_sum({}); }) == "tree_sum: no micro-batch gradients");
+  CHECK(error_of([] {
+          tree_sum({tensor_of(std::vector<int32_t>{1, 2})});
+        }) == "tree_sum: micro-batch 0 has dtype int32; sums take float32 or float64 tensors");
+  CHECK(error_of([] {
+          tree_sum({tensor_of(std::vector<float>{1, 2}), tensor_of(std::vector<float>{1, 2, 3})});
+        }) == "tree_sum: micro-batch 1 is float32 [3], the ones before it float32 [2]");
+  CHECK(error_of([] {
+          tree_sum({tensor_of(std::vector<float>{1}), tensor_of(std::vector<double>{1})});
+        }) == "tree_sum: micro-batch 1 is float64 [1], the ones before it float32 [1]");
+  Tensor transposed = Tensor::make_view(random_tensor(6, f32, 1), {3, 2}, {1, 3}, 0);
+  CHECK(error_of([&] { tree_sum({transposed}); }) ==
+        "tree_sum: micro-batch 0 of shape [3, 2] is not contiguous (strides [1, 3]); pass a contiguous copy");
+  TreeAccumulator two(2);
+  two.add(tensor_of(std::vector<float>{1}));
+  CHECK(error_of([&] { two.result(); }) == "tree_sum: 1 of 2 micro-batches added");
+  two.add(tensor_of(std::vector<float>{1}));
+  CHECK(error_of([&] { two.add(tensor_of(std::vector<float>{1})); }) == "tree_sum: micro-batch 3 added to a sum of 2");
+  CHECK(error_of([] { TreeAccumulator none(0); }) == "tree_sum: needs at least one micro-batch, not 0");
+}
+
+TEST_CASE("self: one process, rank 0 of 1; sums are the tensor, gathers copies") {
+  auto comm = make_communicator("self");
+  CHECK(comm->backend_name() == "self");
+  CHECK(comm->rank() == 0);
+  CHECK(comm->world_size() == 1);
+  Tensor t = random_tensor(9, f32, 7), before = random_tensor(9, f32, 7);
+  comm->all_reduce_sum(t);
+  comm->all_reduce_sum(t, Reduce::fast);
+  CHECK(same_bits(t, before));
+  Tensor out = Tensor::empty({9}, {f32});
+  comm->reduce_scatter_sum(t, out);
+  CHECK(same_bits(out, before));
+  Tensor ids = tensor_of(std::vector<int64_t>{4, 5, 6}), gathered = Tensor::empty({3}, {i64});
+  comm->all_gather(ids, gathered);
+  CHECK(same_bits(ids, gathered));
+  comm->broadcast(ids, 0);
+  comm->barrier();
+  CHECK(error_of([&] { comm->broadcast(ids, 1); }) == "broadcast: root 1 is not a rank of 1");
+  CHECK(error_of([&] { comm->send_recv(1, nullptr, 0, nullptr, 0, f32); }) ==
+        "send_recv: rank 1 does not exist in a one-process run");
+}
+
+TEST_CASE("make_communicator: a plain process gets self through auto, and never starts MPI") {
+  PlainProcess plain;
+  auto comm = make_communicator("auto");
+  CHECK(comm->backend_name() == "self");
+  CHECK(comm->world_size() == 1);
+  CHECK(make_communicator()->backend_name() == "self");
+  CHECK(error_of([] { make_communicator("nccl"); }) == "make_communicator: unknown backend 'nccl' (auto, self, mpi)");
+  if (!built_with_mpi()) {
+    CHECK(error_of([] { make_communicator("mpi"); }) ==
+          "make_communicator: loom was built without MPI (scripts/setup installs Open MPI; then configure again)");
+  }
+}
+
+// ---- the cases ctest also runs under mpiexec ----
+
+TEST_CASE("ranks: the exact all-reduce has the bits of one process's tree_sum, at any world size") {
+  auto comm = make_communicator("auto");
+  const int rank = comm->rank(), world = comm->world_size();
+  MESSAGE("backend ", comm->backend_name(), ", rank ", rank, " of ", world);
+  for (DType dtype : {f32, f64}) {
+    for (int64_t total : {8, 12}) {
+      for (int64_t n : {10007, 3, 0}) {  // more, fewer and no elements than ranks
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(total);
+        CAPTURE(n);
+        const std::vector<Tensor> all = micro_batches(total, n, dtype);
+        const Tensor expected = tree_sum(all);
+        const int64_t per_rank = total / world;
+        const std::vector<Tensor> mine(all.begin() + rank * per_rank, all.begin() + (rank + 1) * per_rank);
+        CHECK(same_bits(sum_micro_batches(*comm, mine), expected));
+        Tensor local = tree_sum(mine);  // the same in two calls
+        comm->all_reduce_sum(local);
+        CHECK(same_bits(local, expected));
+        // The library's own order: close, not necessarily the same bits.
+        Tensor fast = tree_sum(mine);
+        comm->all_reduce_sum(fast, Reduce::fast);
+        const std::vector<double> a = fast.to_vector<double>(), b = expected.to_vector<double>();
+        double worst = 0;
+        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / (1 + std::abs(b[i])));
+        CHECK(worst <= 1e-5);
+        if (n > 1000 && dtype == f32) {  // the data are such that the order shows in the bits
+          Tensor running = all[0];
+          for (int64_t i = 1; i < total; ++i) running = add<float>(running, all[i]);
+          CHECK_FALSE(same_bits(running, expected));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("ranks: reduce_scatter gives each rank its chunk of the exact all-reduce") {
+  auto comm = make_communicator("auto");
+  const int rank = comm->rank(), world = comm->world_size();
+  for (int64_t chunk : {1000, 1}) {
+    CAPTURE(chunk);
+    const Tensor input = random_tensor(chunk * world, f32, 50 + rank);
+    Tensor everything = random_tensor(chunk * world, f32, 50 + rank);
+    comm->all_reduce_sum(everything);
+    Tensor out = Tensor::empty({chunk}, {f32});
+    comm->reduce_scatter_sum(input, out);
+    CHECK(std::memcmp(out.raw_data(), everything.data<float>() + rank * chunk, chunk * sizeof(float)) == 0);
+    comm->reduce_scatter_sum(input, out, Reduce::fast);
+    float worst = 0;
+    for (int64_t i = 0; i < chunk; ++i)
+      worst = std::max(worst, std::abs(out.data<float>()[i] - everything.data<float>()[rank * chunk + i]));
+    CHECK(worst <= 1e-4f);
+  }
+  // Integers are exact in any order: rank q contributes q * 1000 + i at element i.
+  std::vector<double> values(3 * world);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = rank * 1000.0 + i;
+  Tensor out = Tensor::empty({3}, {f64});
+  comm->reduce_scatter_sum(tensor_of(values), out);
+  for (int i = 0; i < 3; ++i) CHECK(out.data<double>()[i] == 1000.0 * world * (world - 1) / 2 + world * (rank * 3 + i));
+}
+
+TEST_CASE("ranks: broadcast and all_gather move every dtype") {
+  auto comm = make_communicator("auto");
+  const int rank = comm->rank(), world = comm->world_size();
+  Tensor seed = tensor_of(std::vector<int64_t>{rank, 100 + rank, -rank});
+  comm->broadcast(seed, world - 1);
+  CHECK(seed.to_vector<int64_t>() == std::vector<int64_t>{world - 1, 100 + world - 1, 1 - world});
+  Tensor weights = random_tensor(257, f32, 9 + rank);
+  comm->broadcast(weights, 0);
+  CHECK(same_bits(weights, random_tensor(257, f32, 9)));
+
+  Tensor mine = tensor_of(std::vector<int32_t>{rank, 10 * rank}), all = Tensor::empty({2 * world}, {i32});
+  comm->all_gather(mine, all);
+  for (int r = 0; r < world; ++r) {
+    CHECK(all.data<int32_t>()[2 * r] == r);
+    CHECK(all.data<int32_t>()[2 * r + 1] == 10 * r);
+  }
+  Tensor shard = random_tensor(33, f64, 70 + rank), full = Tensor::empty({33 * world}, {f64});
+  comm->all_gather(shard, full);
+  for (int r = 0; r < world; ++r)
+    CHECK(std::memcmp(full.data<double>() + 33 * r, random_tensor(33, f64, 70 + r).raw_data(), 33 * 8) == 0);
+}
+
+TEST_CASE("ranks: wrong arguments are named errors on every rank, and the ranks go on") {
+  auto comm = make_communicator("auto");
+  const int rank = comm->rank(), world = comm->world_size();
+  Tensor ints = tensor_of(std::vector<int32_t>{1, 2, 3});
+  CHECK(error_of([&] { comm->all_reduce_sum(ints); }) ==
+        "all_reduce: the tensor has dtype int32; sums take float32 or float64 tensors");
+  Tensor small = Tensor::empty({5}, {f32});
+  CHECK(error_of([&] { comm->reduce_scatter_sum(random_tensor(5 * world + 1, f32, 1), small); }) ==
+        fmt::format("reduce_scatter: the input has {} elements, not {} ranks x the output's 5", 5 * world + 1, world));
+  CHECK(error_of([&] { comm->all_gather(small, small); }).starts_with(world == 1 ? "(no error)" : "all_gather: "));
+  CHECK(error_of([&] { comm->broadcast(small, world); }) ==
+        fmt::format("broadcast: root {} is not a rank of {}", world, world));
+  if (world > 1) {
+    Tensor uneven = random_tensor(10 + rank, f32, 3);
+    CHECK(error_of([&] { comm->all_reduce_sum(uneven); }) ==
+          fmt::format("all_reduce: the ranks differ in element count: from 10 to {}", 9 + world));
+    // One rank's bad tensor: it names its own problem, the others name the rank.
+    Tensor odd = rank == 1 ? ints : random_tensor(3, f32, 3);
+    const std::string expected = rank == 1
+                                     ? "all_reduce: the tensor has dtype int32; sums take float32 or float64 tensors"
+                                     : "all_reduce: rank 1 refused its arguments (its own error says why)";
+    CHECK(error_of([&] { comm->all_reduce_sum(odd); }) == expected);
+    const std::vector<Tensor> grads = micro_batches(rank == 0 ? 2 : 1, 4, f32);
+    CHECK(error_of([&] { sum_micro_batches(*comm, grads); }) ==
+          fmt::format("sum_micro_batches: the ranks differ in micro-batch count: from 1 to 2"));
+    Tensor t = random_tensor(4, f32, 3);
+    CHECK(error_of([&] { comm->all_reduce_sum(t, rank == 0 ? Reduce::fast : Reduce::exact); }) ==
+          "all_reduce: the ranks differ in reduce mode: from exact to fast");
+  }
+  // Still in step: a sum after the refusals.
+  Tensor ones = tensor_of(std::vector<double>(5, 1.0));
+  comm->all_reduce_sum(ones, Reduce::fast);
+  CHECK(ones.to_vector<double>() == std::vector<double>(5, world));
+  comm->barrier();
+}
+
+TEST_CASE("ranks: the exact mode needs a power-of-two world size; fast takes any") {
+  auto comm = make_communicator("auto");
+  const int world = comm->world_size();
+  Tensor ones = tensor_of(std::vector<float>(7, 1.0f));
+  if (std::has_single_bit(static_cast<unsigned>(world))) {
+    comm->all_reduce_sum(ones);
+  } else {
+    CHECK(error_of([&] { comm->all_reduce_sum(ones); }) ==
+          fmt::format("all_reduce: the exact reduction needs a power-of-two number of ranks, not {} (Reduce::fast "
+                      "takes any)",
+                      world));
+    CHECK(error_of([&] { sum_micro_batches(*comm, {ones}); }).starts_with("sum_micro_batches: the exact reduction"));
+    comm->all_reduce_sum(ones, Reduce::fast);
+  }
+  CHECK(ones.to_vector<float>() == std::vector<float>(7, static_cast<float>(world)));
+}
