@@ -16,6 +16,7 @@ void bind_interop(py::module_& m);   // interop.cpp: NumPy, the buffer protocol,
 void bind_ops(py::module_& m);       // ops.cpp: every registered op, from the registry; ops with attributes
 void bind_autograd(py::module_& m);  // autograd.cpp: grad modes, loom.grad, hooks, Python-defined ops
 void bind_study(py::module_& m);     // study.cpp: gradcheck, explain, the graph picture
+void bind_models(py::module_& m);    // models.cpp: loom.nn, loom.optim, loom.models (a trained model folder)
 
 // A Python object that C++ may hold and drop on any thread (a hook, a Python
 // op's backward, an array whose memory a tensor borrows): dropping it takes the

@@ -25,4 +25,5 @@ PYBIND11_MODULE(_loom, m) {
   bind_ops(m);
   bind_autograd(m);
   bind_study(m);
+  bind_models(m);
 }

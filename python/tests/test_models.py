@@ -1,0 +1,96 @@
+"""Layers, optimizers, the Transformer, and a model folder from `loom train`, from Python."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+import loom
+
+
+def test_linear_matches_numpy_and_names_its_parameters():
+    layer = loom.nn.Linear(3, 2)
+    names = [name for name, _ in layer.named_parameters()]
+    assert names == ["weight", "bias"] and layer.parameter_count() == 8
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    w, b = layer.weight.detach().numpy(), layer.bias.detach().numpy()
+    np.testing.assert_allclose(layer(loom.tensor(x)).detach().numpy(), x @ w.T + b, rtol=1e-5, atol=1e-6)
+    assert loom.nn.Linear(3, 2, bias=False).bias is None
+
+
+def test_a_training_loop_in_python_matches_torch_adam():
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((16, 4)), rng.standard_normal((16, 1))
+    w0 = rng.standard_normal((4, 1))
+    w = loom.tensor(w0, requires_grad=True)
+    tw = torch.tensor(w0, requires_grad=True)
+    opt, topt = loom.optim.Adam([w], lr=0.05), torch.optim.Adam([tw], lr=0.05)
+    losses = []
+    for _ in range(20):
+        opt.zero_grad()
+        topt.zero_grad()
+        loss = ((loom.tensor(x) @ w - loom.tensor(y)) ** 2).mean()
+        tloss = ((torch.tensor(x) @ tw - torch.tensor(y)) ** 2).mean()
+        loss.backward()
+        tloss.backward()
+        opt.step()
+        topt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] / 2
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-10)
+
+
+def test_transformer_forward_and_backward():
+    config = loom.models.TransformerConfig.preset("tiny", 40)
+    assert config.d_model == 64
+    model = loom.models.Transformer(config)
+    src = loom.tensor([[5, 6, 7, 3]])
+    tgt_in = loom.tensor([[2, 8, 9]])
+    logits = model(src, tgt_in)
+    assert logits.shape == (1, 3, 40)
+    loss = loom.cross_entropy(logits.reshape(3, 40), loom.tensor([8, 9, 3]))
+    loss.backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None]
+    assert not missing, missing
+    with pytest.raises(loom.Error):
+        loom.models.load("/nonexistent/run")
+
+
+@pytest.fixture(scope="module")
+def trained_folder(tmp_path_factory):
+    """A tiny model trained by the loom command on a made-up corpus (LOOM names the binary)."""
+    loom_binary = os.environ.get("LOOM")
+    if not loom_binary:
+        pytest.skip("LOOM (the loom binary) is not set; ctest sets it")
+    data = tmp_path_factory.mktemp("corpus")
+    de = "Hund Katze Mann Frau Kind Ball Haus Baum läuft sitzt spielt rot blau groß klein".split()
+    en = "dog cat man woman child ball house tree runs sits plays red blue big small".split()
+    for split, count in [("train", 300), ("val", 20)]:
+        rows = [[(i * 7 + k * 3) % 15 for k in range(3 + i % 5)] for i in range(count)]
+        (data / f"{split}.de").write_text("".join(" ".join(de[w] for w in r) + "\n" for r in rows))
+        (data / f"{split}.en").write_text("".join(" ".join(en[w] for w in r) + "\n" for r in rows))
+    out = data / "run"
+    subprocess.run([loom_binary, "train", "--data", str(data), "--out", str(out), "--preset", "tiny", "--vocab", "60",
+                    "--max-steps", "8", "--warmup", "10", "--threads", "2"], check=True, capture_output=True)
+    return out
+
+
+def test_a_trained_folder_translates_as_the_command_does(trained_folder):
+    folder = loom.models.load(str(trained_folder))
+    sentences = ["Hund Katze Mann", "", "Ball Haus"]
+    translations = folder.translate(sentences, beam=2)
+    assert len(translations) == 3 and translations[1] == ""
+    command = subprocess.run([os.environ["LOOM"], "translate", "--model", str(trained_folder), "--beam", "2"],
+                             input="\n".join(sentences) + "\n", capture_output=True, text=True, check=True)
+    assert command.stdout.split("\n")[:3] == translations
+
+
+def test_attention_maps_come_back_as_arrays(trained_folder):
+    folder = loom.models.load(str(trained_folder))
+    maps = folder.attention("Hund Katze", "dog cat")
+    cross = maps["cross"][0].numpy()
+    heads = folder.model.config.heads
+    assert cross.shape == (heads, len(maps["target_pieces"]), len(maps["source_pieces"]))
+    np.testing.assert_allclose(cross.sum(-1), 1.0, rtol=1e-5)  # each query's weights sum to 1
+    assert len(maps["encoder_self"]) == len(maps["decoder_self"]) == len(maps["cross"])
