@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "commands.h"
 #include "options.h"
@@ -25,6 +28,7 @@
 #include "training_corpus.h"
 #include "training_monitor.h"
 #include "loom/backend.h"
+#include "loom/dist/communicator.h"
 #include "loom/models.h"
 #include "loom/ops.h"
 #include "loom/optim.h"
@@ -125,6 +129,7 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd) {
   may_change("--save-minutes", &T::save_minutes);
   may_change("--keep-last", &T::keep_last);
   may_change("--average-last", &T::average_last);
+  may_change("--reduce", &T::reduce);
   o.t = merged;
   fmt::print("resuming '{}' at step {} ({} -> {}, data '{}')\n", o.out, saved.step, o.src, o.tgt, o.data);
 }
@@ -203,8 +208,31 @@ void refuse_existing_run(const std::string& out) {
              out, fmt::join(files, ", "), out);
 }
 
-int run_train(TrainOptions o, const CLI::App& cmd) {
+// The values every rank of a data-parallel run must share, checked before any work:
+// a rank started with other flags or data is named instead of training apart.
+void agree_across_ranks(dist::Communicator& comm, const TrainOptions& o, const Split& train) {
+  static constexpr std::array<const char*, 4> kPresets = {"tiny", "small", "base", "big"};
+  static constexpr std::array<const char*, 4> kReduce = {"auto", "off", "exact", "fast"};
+  auto index = [](const auto& names, const std::string& name) {
+    return static_cast<int64_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  };
+  auto fixed_text = fmt::format("{}", fmt::join(fixed_flags(o), ";"));
+  comm.agree("train", "",
+             {{"--preset", index(kPresets, o.preset),
+               [](int64_t i) { return std::string(i < 4 ? kPresets[static_cast<size_t>(i)] : "another"); }},
+              {"--seed", static_cast<int64_t>(o.t.seed)},
+              {"--accum", o.t.accum},
+              {"--reduce", index(kReduce, o.t.reduce),
+               [](int64_t i) { return std::string(i < 4 ? kReduce[static_cast<size_t>(i)] : "another"); }},
+              {"training sentence pairs", static_cast<int64_t>(train.corpus.src.size())},
+              {"the other options the updates depend on (a digest)",
+               static_cast<int64_t>(std::hash<std::string>{}(fixed_text))}});
+}
+
+int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   use_threads(o.threads);
+  const bool main_rank = comm.rank() == 0;  // the one that prints, writes the folder and holds its lock
+  o.t.comm = &comm;
   if (!o.resume.empty()) {
     LOOM_CHECK(cmd.get_option("--out")->count() == 0 || o.out == o.resume,
                "train: --resume '{}' continues that folder's run; --out '{}' would be ignored (to branch a run off, "
@@ -218,20 +246,24 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
   LOOM_CHECK(!o.data.empty(), "train: --data is required (the corpus folder)");
   o.t.device = parse_device(o.device);
   o.t.validate();
-  make_config(o, o.vocab);  // the preset, sizes and dropouts: validated for the vocabulary asked for
-  prepare_out(o.out);
-  models::RunFolderLock lock(o.out, "loom train");  // held until the run ends
-  if (o.resume.empty()) refuse_existing_run(o.out);
-  for (const std::string& name : models::remove_stale_temporaries(o.out))
-    fmt::print("train: removed '{}/{}', left by a writer that died\n", o.out, name);
+  make_config(o, o.vocab);                    // the preset, sizes and dropouts: validated for the vocabulary asked for
+  std::optional<models::RunFolderLock> lock;  // rank 0's, held until the run ends
+  if (main_rank) {
+    prepare_out(o.out);
+    lock.emplace(o.out, "loom train");
+    if (o.resume.empty()) refuse_existing_run(o.out);
+    for (const std::string& name : models::remove_stale_temporaries(o.out))
+      fmt::print("train: removed '{}/{}', left by a writer that died\n", o.out, name);
+  }
   const std::string spm_prefix = o.out + "/spm", spm_path = spm_prefix + ".model";
   const Split train_split = read_split(o.data, o.src, o.tgt, "train"),
               val_split = read_split(o.data, o.src, o.tgt, "val");
   const models::ParallelCorpus &train = train_split.corpus, &val = val_split.corpus;
+  if (comm.world_size() > 1) agree_across_ranks(comm, o, train_split);
   fmt::print("train: {} sentence pairs ({} -> {}), validation {}\n", train.src.size(), o.src, o.tgt, val.src.size());
-  if (o.resume.empty()) {
-    prepare_vocabulary(train, spm_prefix, o.vocab);
-  } else {
+  if (o.resume.empty() && main_rank) prepare_vocabulary(train, spm_prefix, o.vocab);
+  comm.barrier();  // the other ranks read the vocabulary rank 0 prepared
+  if (!o.resume.empty()) {
     LOOM_CHECK(std::filesystem::exists(spm_path), "train: --resume '{}': the vocabulary '{}' is missing", o.resume,
                spm_path);
   }
@@ -266,13 +298,23 @@ int run_train(TrainOptions o, const CLI::App& cmd) {
       o.preset, trainer->model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
       config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
       config.learned_positions ? "learned" : "sinusoid", o.threads, o.precision);
+  if (comm.world_size() > 1)
+    fmt::print("data parallel: {} ranks ({}), {} reduction, {} micro-batches per rank per update\n", comm.world_size(),
+               comm.backend_name(), trainer->options().reduce, trainer->options().accum);
   std::fflush(stdout);
-  TrainingMonitor monitor(trainer->model(), monitor_options(o, total_steps, config));
-  models::TrainerHooks hooks = monitoring_hooks(monitor);
+  // Only rank 0 shows the run and writes metrics.jsonl; every rank stops on a signal.
+  std::optional<TrainingMonitor> monitor;
+  models::TrainerHooks hooks;
+  if (main_rank) {
+    monitor.emplace(trainer->model(), monitor_options(o, total_steps, config));
+    hooks = monitoring_hooks(*monitor);
+  } else {
+    hooks.stop = &stop_flag();
+  }
   poison_for_tests(hooks, *trainer);
   // --best-by bleu: greedy BLEU of every validation sentence at each checkpoint.
   std::vector<std::vector<int64_t>> val_sources;
-  if (o.best_by == "bleu") {
+  if (o.best_by == "bleu" && main_rank) {
     for (const std::string& line : val.src) {
       std::vector<int64_t> ids = vocab.encode(line);
       if (static_cast<int64_t>(ids.size()) > config.max_len - 2) ids.resize(static_cast<size_t>(config.max_len - 2));
@@ -368,7 +410,27 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--average-last", t.average_last, "at the end, average the last K checkpoints into <out>/average")
       ->capture_default_str()
       ->check(in_range(0, 1 << 20));
-  cmd->callback([o, cmd, &exit_code] { exit_code = run_train(*o, *cmd); });
+  cmd->add_option("--reduce", t.reduce,
+                  "how an update's micro-batch gradients are summed: exact (a fixed tree over the micro-batch index: "
+                  "the same bits on any number of ranks), fast (MPI's own all-reduce across ranks: bits may differ "
+                  "with the rank count), off (added into the gradients one after another: one process only). "
+                  "Default: off for one process, exact under mpirun")
+      ->check(CLI::IsMember({"exact", "fast", "off"}));
+  cmd->callback([o, cmd, &exit_code] {
+    // Under mpirun (see README, Data-parallel training) each process is a rank; else "self".
+    const std::unique_ptr<dist::Communicator> comm = dist::make_communicator("auto");
+    if (comm->world_size() == 1) {
+      exit_code = run_train(*o, *cmd, *comm);
+      return;
+    }
+    if (comm->rank() != 0) std::freopen("/dev/null", "w", stdout);  // only rank 0 prints
+    try {
+      exit_code = run_train(*o, *cmd, *comm);
+    } catch (const std::exception& e) {
+      // The other ranks may be waiting in a collective: end them all, naming the cause.
+      comm->abort(1, e.what());
+    }
+  });
 }
 
 }  // namespace loom::tools

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "loom/atomic_file.h"
+#include "loom/dist/tree_sum.h"
 #include "loom/error.h"
 #include "loom/nn.h"
 #include "trainer_files.h"
@@ -18,6 +19,12 @@ namespace loom::models {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Dropout offsets of a data-parallel update: micro-batch g of step s starts at
+// ((s - 1) * M + g + 1) << kDropoutStrideBits (M micro-batches per update), above
+// the initialization's offsets, and each micro-batch's calls (one offset per dropout)
+// must stay below the next one's start.
+constexpr int kDropoutStrideBits = 16;
 
 void check_ranges(const TrainerOptions& o) {
   LOOM_CHECK(o.max_tokens > o.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
@@ -34,6 +41,8 @@ void check_ranges(const TrainerOptions& o) {
              o.epochs, o.log_every, o.max_steps);
   LOOM_CHECK(o.save_every >= 0 && o.save_minutes >= 0 && o.keep_last >= 0 && o.average_last >= 0,
              "train: --save-every, --save-minutes, --keep-last and --average-last must be at least 0");
+  LOOM_CHECK(o.reduce == "auto" || o.reduce == "off" || o.reduce == "exact" || o.reduce == "fast",
+             "train: --reduce must be exact, fast or off, got '{}'", o.reduce);
   LOOM_CHECK(o.average_last != 1, "train: --average-last 1 averages nothing; give 0 (off) or at least 2");
 }
 
@@ -90,9 +99,21 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
       out_(std::move(out)),
       metadata_(std::move(metadata)),
       extra_state_(std::move(extra_state)),
+      comm_(options.comm),
       gen_(options.seed),
       shuffle_(options.seed + 1) {
   options_.validate();
+  if (!comm_) {
+    own_comm_ = dist::make_communicator("self");
+    comm_ = own_comm_.get();
+  }
+  options_.comm = comm_;
+  const int world = comm_->world_size();
+  if (options_.reduce == "auto") options_.reduce = world > 1 ? "exact" : "off";
+  LOOM_CHECK(world == 1 || options_.reduce != "off",
+             "train: --reduce off adds micro-batches into .grad within one process; with {} ranks give --reduce exact "
+             "or fast",
+             world);
   LOOM_CHECK(!train_.empty() && !val_.empty(), "train: {} training and {} validation pairs; both must be non-empty",
              train_.size(), val_.size());
   LOOM_CHECK(fs::is_directory(out_), "train: the run folder '{}' does not exist", out_);
@@ -118,6 +139,7 @@ static Batch on_device(const Batch& b, Device device) {
 
 // ---- one update ----
 double Trainer::accumulate_gradients(const std::vector<Batch>& batches, int64_t step) {
+  if (data_parallel()) return accumulate_data_parallel(batches, step);
   double total_tokens = 0;
   for (const Batch& b : batches) total_tokens += static_cast<double>(b.tgt_tokens);
   LOOM_CHECK(total_tokens > 0, "train: an update of {} batches has no target tokens", batches.size());
@@ -138,6 +160,79 @@ double Trainer::accumulate_gradients(const std::vector<Batch>& batches, int64_t 
     loss_sum += value * static_cast<double>(b.tgt_tokens);
   }
   return loss_sum / total_tokens;
+}
+
+int64_t Trainer::batches_per_update() const {
+  return data_parallel() ? options_.accum * comm_->world_size() : options_.accum;
+}
+
+Tensor Trainer::flat_gradients() const {
+  NoGradGuard no_grad;
+  int64_t total = 0;
+  for (const Tensor& p : params_) total += p.numel();
+  Tensor flat = zeros({total}, {params_.front().dtype(), options_.device});
+  int64_t at = 0;
+  for (const Tensor& p : params_) {
+    if (p.grad().defined()) copy_(flat.narrow(0, at, p.numel()).view(p.shape()), p.grad());
+    at += p.numel();
+  }
+  return flat.to(kCPU);
+}
+
+void Trainer::set_flat_gradients(const Tensor& flat) {
+  const Tensor on_device = flat.to(options_.device);
+  int64_t at = 0;
+  for (const Tensor& p : params_) {
+    p.set_grad(on_device.narrow(0, at, p.numel()).view(p.shape()));  // disjoint views of one buffer
+    at += p.numel();
+  }
+}
+
+double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int64_t step) {
+  const int64_t per_rank = options_.accum, global = batches_per_update();
+  const auto present = static_cast<int64_t>(batches.size());
+  LOOM_CHECK(present >= 1 && present <= global, "train: an update of {} batches, expected 1 to {}", present, global);
+  double total_tokens = 0;
+  for (const Batch& b : batches) total_tokens += static_cast<double>(b.tgt_tokens);
+  LOOM_CHECK(total_tokens > 0, "train: an update of {} batches has no target tokens", batches.size());
+  // The tree always spans `global` slots: at an epoch's end the missing micro-batches
+  // add zeros, so the shape of the sum, hence its bits, does not depend on who holds what.
+  dist::TreeAccumulator grads(per_rank), losses(per_rank);
+  Tensor no_loss = zeros({2}, {DType::f64, kCPU});
+  for (int64_t i = 0; i < per_rank; ++i) {
+    const int64_t g = comm_->rank() * per_rank + i;  // the global micro-batch index
+    if (g >= present) {
+      grads.add(flat_gradients());  // zeros: every .grad is empty here
+      losses.add(no_loss);
+      continue;
+    }
+    const Batch b = on_device(batches[static_cast<size_t>(g)], options_.device);
+    const uint64_t start = static_cast<uint64_t>((step - 1) * global + g + 1) << kDropoutStrideBits;
+    gen_.set_offset(start);
+    Tensor loss = label_smoothed_cross_entropy(model_->forward(b.src, b.tgt_in), b.tgt_out, options_.label_smoothing,
+                                               config_.pad_id);
+    LOOM_CHECK(gen_.offset() - start < (uint64_t{1} << kDropoutStrideBits),
+               "train: a micro-batch drew {} dropout offsets, more than the {} kept apart for it",
+               gen_.offset() - start, uint64_t{1} << kDropoutStrideBits);
+    const double value = loss.to(kCPU).item<double>();
+    if (!std::isfinite(value)) diverged("the training loss", step, value);
+    // Scaled by its share of the global update's target tokens, as in one process.
+    const double share = static_cast<double>(b.tgt_tokens) / total_tokens;
+    mul(loss, scalar_tensor(share, {loss.dtype(), loss.device()})).backward();
+    grads.add(flat_gradients());
+    adam_->zero_grad();
+    Tensor loss_tokens = Tensor::empty({2}, {DType::f64, kCPU});
+    loss_tokens.data<double>()[0] = value * static_cast<double>(b.tgt_tokens);
+    loss_tokens.data<double>()[1] = static_cast<double>(b.tgt_tokens);
+    losses.add(loss_tokens);
+  }
+  Tensor grad_sum = grads.result();
+  comm_->all_reduce_sum(grad_sum, options_.reduce == "fast" ? dist::Reduce::fast : dist::Reduce::exact);
+  set_flat_gradients(grad_sum);
+  // The reported loss in the same tree, exactly: equal printed losses at any world size.
+  Tensor loss_sum = losses.result();
+  comm_->all_reduce_sum(loss_sum, dist::Reduce::exact);
+  return loss_sum.data<double>()[0] / loss_sum.data<double>()[1];
 }
 
 double Trainer::evaluate(const std::vector<Batch>& batches) {
@@ -170,6 +265,16 @@ void Trainer::check_finite_parameters(const char* when) const {
 }
 
 // ---- the loop ----
+bool Trainer::stop_requested(const TrainerHooks& hooks) {
+  const bool here = hooks.stop && hooks.stop->load();
+  if (comm_->world_size() == 1) return here;
+  // A signal reaches the ranks at different moments: all stop after the same update.
+  Tensor any = Tensor::empty({1}, {DType::f64, kCPU});
+  any.data<double>()[0] = here ? 1 : 0;
+  comm_->all_reduce_sum(any, dist::Reduce::fast);
+  return any.data<double>()[0] > 0;
+}
+
 bool Trainer::run(const TrainerHooks& hooks) {
   auto say = [&](const std::string& text) {
     if (hooks.message) hooks.message(text);
@@ -183,7 +288,7 @@ bool Trainer::run(const TrainerHooks& hooks) {
     const uint64_t next_epoch_offset = shuffle_.offset();
     const int64_t count = static_cast<int64_t>(batches.size());
     while (batch_in_epoch_ < count && !limit_reached()) {
-      const int64_t n = std::min(options_.accum, count - batch_in_epoch_);
+      const int64_t n = std::min(batches_per_update(), count - batch_in_epoch_);
       const std::vector<Batch> update(batches.begin() + batch_in_epoch_, batches.begin() + batch_in_epoch_ + n);
       StepReport r{.step = step_ + 1, .epoch = epoch_};
       r.log = r.step % options_.log_every == 0;
@@ -211,9 +316,9 @@ bool Trainer::run(const TrainerHooks& hooks) {
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_).count() >=
                                options_.save_minutes * 60;
       if ((by_steps || by_time) && batch_in_epoch_ < count) save_checkpoint(hooks, false);
-      if (hooks.stop && hooks.stop->load()) {
+      if (stop_requested(hooks)) {
         check_finite_parameters("interrupted");
-        save_state();
+        if (is_main_rank()) save_state();
         say(fmt::format("interrupted after step {}: saved '{}'; `loom train --resume {}` continues", step_,
                         state_path(out_), out_));
         return false;

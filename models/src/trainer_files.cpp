@@ -20,9 +20,10 @@ namespace loom::models {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainerOptions, max_tokens, max_len, accum, warmup, lr_factor, label_smoothing, clip,
-                                   seed, epochs, max_steps, log_every, save_every, save_minutes, keep_last,
-                                   average_last)
+// With defaults: a state saved before `reduce` existed reads as "auto".
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainerOptions, max_tokens, max_len, accum, warmup, lr_factor,
+                                                label_smoothing, clip, seed, reduce, epochs, max_steps, log_every,
+                                                save_every, save_minutes, keep_last, average_last)
 
 std::string TrainerOptions::to_json() const { return json(*this).dump(); }
 
@@ -58,6 +59,10 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
 }
 
 void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
+  if (!is_main_rank()) {  // rank 0 evaluates and writes; the others' parameters are the same bits
+    last_checkpoint_step_ = step_;
+    return;
+  }
   Evaluation e{.step = step_, .epoch = epoch_end ? epoch_ - 1 : epoch_, .epoch_end = epoch_end};
   e.val_loss = evaluate(val_batches_);
   if (!std::isfinite(e.val_loss)) diverged("the validation loss", step_, e.val_loss);
@@ -110,7 +115,7 @@ void Trainer::prune_kept() {
 }
 
 void Trainer::write_average(const TrainerHooks& hooks) {
-  if (options_.average_last < 2) return;
+  if (options_.average_last < 2 || !is_main_rank()) return;
   auto kept = kept_checkpoints(out_);
   const size_t k = std::min(kept.size(), static_cast<size_t>(options_.average_last));
   if (k < 2) {

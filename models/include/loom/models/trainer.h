@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/dist/communicator.h"
 #include "loom/models/data.h"
 #include "loom/models/transformer.h"
 #include "loom/optim.h"
@@ -45,6 +46,12 @@ struct TrainerOptions {
   double label_smoothing = 0.1;
   double clip = 0;    // global gradient-norm clipping (0: off)
   uint64_t seed = 1;  // initialization and dropout (one stream), batch order (another)
+  // How an update's micro-batch gradients are summed: "off" (backward after backward
+  // into .grad, one process only: the historical bits), "exact" (a fixed tree over the
+  // global micro-batch index, dropout keyed by it: the same bits at any world size),
+  // "fast" (as exact, but the library's own all-reduce across ranks); "auto": off for
+  // one process, exact for several (the Trainer saves what it resolved).
+  std::string reduce = "auto";
   // What may change when a run is resumed.
   int64_t epochs = 10, max_steps = 0;  // stop after either (max_steps 0: no limit)
   int64_t log_every = 100;             // steps per window of the reported mean loss
@@ -53,6 +60,10 @@ struct TrainerOptions {
   int64_t keep_last = 0;               // step-<N>.safetensors files kept (at least average_last)
   int64_t average_last = 0;            // at the end, average the last K kept models into average/ (0: off)
   Device device = kCPU;                // where the model, its gradients and Adam's moments live (not saved)
+  // The ranks of a data-parallel run (not saved; null: this process alone). With N
+  // ranks an update is accum * N micro-batches, rank r running [r * accum, (r + 1) * accum);
+  // every rank must give the same data and options. Must outlive the Trainer.
+  dist::Communicator* comm = nullptr;
 
   std::string to_json() const;  // the fields updates depend on
   void validate() const;        // every field in range, else a loom::Error naming the flag (the Trainer checks too)
@@ -129,6 +140,9 @@ class Trainer {
   // share of the target tokens: the same gradient as one batch holding them all,
   // up to rounding); returns the loss. Throws on a non-finite loss.
   double accumulate_gradients(const std::vector<Batch>& batches, int64_t step);
+  // Micro-batches per update, over all ranks: accum, times the world size when data-parallel.
+  int64_t batches_per_update() const;
+  bool is_main_rank() const { return comm_->rank() == 0; }  // the one that prints and writes
 
   Transformer& model() { return *model_; }
   const TransformerConfig& config() const { return config_; }
@@ -145,6 +159,13 @@ class Trainer {
   Trainer(Restored, TransformerConfig config, TrainerOptions options, std::vector<EncodedPair> train,
           std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata,
           std::map<std::string, std::string> extra_state);
+  bool data_parallel() const { return options_.reduce != "off"; }
+  // accumulate_gradients when data_parallel(): this rank's share of `batches` (the
+  // global update), summed in the tree and across ranks into every parameter's .grad.
+  double accumulate_data_parallel(const std::vector<Batch>& batches, int64_t step);
+  Tensor flat_gradients() const;  // every parameter's .grad (zeros if none) in one CPU buffer
+  void set_flat_gradients(const Tensor& flat);
+  bool stop_requested(const TrainerHooks& hooks);  // on any rank: a collective when data-parallel
   void save_checkpoint(const TrainerHooks& hooks, bool epoch_end);
   void save_state();
   void check_finite_parameters(const char* when) const;
@@ -157,6 +178,8 @@ class Trainer {
   std::vector<EncodedPair> train_, val_;
   std::string out_;
   std::map<std::string, std::string> metadata_, extra_state_;
+  std::unique_ptr<dist::Communicator> own_comm_;  // "self", when options.comm is null
+  dist::Communicator* comm_ = nullptr;
   Generator gen_, shuffle_;  // declared before the model: it draws its initialization from gen_
   std::unique_ptr<Transformer> model_;
   std::vector<Tensor> params_;
