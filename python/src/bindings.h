@@ -23,6 +23,9 @@ void bind_models(py::module_& m);    // models.cpp: loom.nn, loom.optim, loom.mo
 // GIL, and after the interpreter has ended it is left alone.
 std::shared_ptr<py::object> hold(py::object object);
 
+// Dims as PyTorch takes them: None (all), an int, or a sequence of ints.
+Shape dims_of(const py::object& dim);
+
 // The dtype named by a Python value: a loom dtype or None (-> fallback).
 DType dtype_or(const py::handle& dtype, DType fallback);
 

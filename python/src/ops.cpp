@@ -16,12 +16,6 @@ namespace {
 
 using Release = py::call_guard<py::gil_scoped_release>;
 
-Shape dims_of(const py::object& dim) {
-  if (dim.is_none()) return {};
-  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
-  return dim.cast<Shape>();
-}
-
 Tensor optional_tensor(const py::object& t) { return t.is_none() ? Tensor() : t.cast<Tensor>(); }
 
 TensorOptions options_of(const py::object& dtype, const std::string& device) {

@@ -13,13 +13,6 @@ namespace {
 
 using Release = py::call_guard<py::gil_scoped_release>;
 
-// Dims as PyTorch takes them: None (all), an int, or a sequence of ints.
-Shape dims_of(const py::object& dim) {
-  if (dim.is_none()) return {};
-  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
-  return dim.cast<Shape>();
-}
-
 // A shape as *args or as one sequence: x.view(2, 3) and x.view((2, 3)).
 Shape shape_of(const py::args& args) {
   if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<Shape>();
@@ -79,6 +72,12 @@ void binary(py::class_<Tensor>& cls, const char* name, const char* reflected) {
 }
 
 }  // namespace
+
+Shape dims_of(const py::object& dim) {
+  if (dim.is_none()) return {};
+  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
+  return dim.cast<Shape>();
+}
 
 DType dtype_or(const py::handle& dtype, DType fallback) { return dtype.is_none() ? fallback : dtype.cast<DType>(); }
 
