@@ -292,9 +292,8 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   }
   const models::TransformerConfig& config = trainer->config();
   fmt::print(
-      "model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, dropout {} (attention {}, relu "
-      "{}), {} "
-      "positions; {} threads, {} matmuls\n",
+      "model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, "
+      "dropout {} (attention {}, relu {}), {} positions; {} threads, {} matmuls\n",
       o.preset, trainer->model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
       config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
       config.learned_positions ? "learned" : "sinusoid", o.threads, o.precision);

@@ -27,6 +27,20 @@ std::string exact_problem(std::string_view op, Reduce mode, int world) {
 }
 
 // The first problem of several, "" when none.
+// reduce_scatter's input and all_gather's output (the "whole") hold `world` parts the
+// size of the other tensor, in its dtype.
+std::string whole_and_part_problem(std::string_view op, const Tensor& input, const Tensor& output, bool input_is_whole,
+                                   int world) {
+  if (input.dtype() != output.dtype())
+    return fmt::format("{}: the input is {} but the output {}", op, dtype_name(input.dtype()),
+                       dtype_name(output.dtype()));
+  const Tensor& whole = input_is_whole ? input : output;
+  const Tensor& part = input_is_whole ? output : input;
+  if (whole.numel() == world * part.numel()) return "";
+  return fmt::format("{}: the {} has {} elements, not {} ranks x the {}'s {}", op, input_is_whole ? "input" : "output",
+                     whole.numel(), world, input_is_whole ? "output" : "input", part.numel());
+}
+
 std::string first_of(std::initializer_list<std::string> problems) {
   for (const std::string& p : problems)
     if (!p.empty()) return p;
@@ -95,13 +109,7 @@ void Communicator::reduce_scatter_sum(const Tensor& input, Tensor& output, Reduc
   std::string problem =
       first_of({detail::tensor_problem(op, "the input", input, true),
                 detail::tensor_problem(op, "the output", output, true), exact_problem(op, mode, world_size())});
-  if (problem.empty() && input.dtype() != output.dtype()) {
-    problem =
-        fmt::format("{}: the input is {} but the output {}", op, dtype_name(input.dtype()), dtype_name(output.dtype()));
-  } else if (problem.empty() && input.numel() != world_size() * output.numel()) {
-    problem = fmt::format("{}: the input has {} elements, not {} ranks x the output's {}", op, input.numel(),
-                          world_size(), output.numel());
-  }
+  if (problem.empty()) problem = whole_and_part_problem(op, input, output, true, world_size());
   agree(op, problem, {count_of("output element count", output), dtype_of(output), mode_of(mode)});
   if (mode == Reduce::exact) {
     detail::exact_reduce_scatter(*this, input, output);
@@ -114,13 +122,7 @@ void Communicator::all_gather(const Tensor& input, Tensor& output) {
   constexpr std::string_view op = "all_gather";
   std::string problem = first_of(
       {detail::tensor_problem(op, "the input", input, false), detail::tensor_problem(op, "the output", output, false)});
-  if (problem.empty() && input.dtype() != output.dtype()) {
-    problem =
-        fmt::format("{}: the input is {} but the output {}", op, dtype_name(input.dtype()), dtype_name(output.dtype()));
-  } else if (problem.empty() && output.numel() != world_size() * input.numel()) {
-    problem = fmt::format("{}: the output has {} elements, not {} ranks x the input's {}", op, output.numel(),
-                          world_size(), input.numel());
-  }
+  if (problem.empty()) problem = whole_and_part_problem(op, input, output, false, world_size());
   agree(op, problem, {count_of("input element count", input), dtype_of(input)});
   all_gather_impl(input, output);
 }

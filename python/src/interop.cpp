@@ -55,19 +55,17 @@ void* first_element(const Tensor& t) {
   return t.raw_data();
 }
 
-// A tensor over memory someone else owns, strides in elements; `owner` is released when the last view goes.
+// A tensor over memory someone else owns, strides in elements; `release` runs when the
+// last view goes (what it captures, e.g. the NumPy array, lives until then).
 Tensor borrowed_tensor(void* data, DType dtype, Device device, Shape shape, Shape strides,
-                       std::shared_ptr<py::object> owner_or_null, std::function<void()> release) {
+                       std::function<void()> release) {
   int64_t extent = 1;  // elements from the first to one past the last
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 0) extent = 0;
     if (extent > 0) extent += (shape[d] - 1) * strides[d];
   }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      Storage::borrow(data, static_cast<size_t>(extent) * dtype_size(dtype), device, [owner_or_null, release] {
-        if (release) release();
-      });
+  impl->storage = Storage::borrow(data, static_cast<size_t>(extent) * dtype_size(dtype), device, std::move(release));
   impl->sizes = std::move(shape);
   impl->strides = std::move(strides);
   impl->dtype = dtype;
@@ -88,7 +86,7 @@ Tensor from_numpy(const py::array& array) {
     strides.push_back(bytes / item);
   }
   return borrowed_tensor(const_cast<void*>(array.data()), dtype, kCPU, std::move(shape), std::move(strides),
-                         hold(array), nullptr);
+                         [owner = hold(array)] {});
 }
 
 py::array to_numpy(const Tensor& t) {
@@ -179,7 +177,7 @@ Tensor from_dlpack(const py::object& source) {
              dl.byte_offset);
   void* data = static_cast<char*>(dl.data) + dl.byte_offset;
   PyCapsule_SetName(raw, "used_dltensor");  // loom owns it now: the producer's deleter runs when loom is done
-  return borrowed_tensor(data, dtype, device, std::move(shape), std::move(strides), nullptr,
+  return borrowed_tensor(data, dtype, device, std::move(shape), std::move(strides),
                          [managed] { managed->deleter(managed); });
 }
 
@@ -195,7 +193,10 @@ void bind_interop(py::module_& m) {
       .def_buffer(&buffer_of)
       .def("__dlpack__", &to_dlpack, py::arg("stream") = py::none())
       .def("__dlpack_device__",
-           [](const Tensor& t) { return py::make_tuple(dlpack_device(t).first, dlpack_device(t).second); })
+           [](const Tensor& t) {
+             auto [type, id] = dlpack_device(t);
+             return py::make_tuple(type, id);
+           })
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(first_element(t)); });
 }
 

@@ -22,6 +22,13 @@ TensorOptions options_of(const py::object& dtype, const std::string& device) {
   return {dtype_or(dtype, DType::f32), parse_device(device)};
 }
 
+// loom.rand / loom.randn: drawn from the default generator (loom.manual_seed).
+template <Tensor (*draw)(const Shape&, TensorOptions, Generator&, double, double)>
+Tensor random_tensor(const Shape& shape, const py::object& dtype, bool requires_grad) {
+  Tensor t = draw(shape, {dtype_or(dtype, DType::f32)}, default_generator(), 0, 1);
+  return t.requires_grad_(requires_grad);
+}
+
 void bind_registry(py::module_ ops) {
   py::list names;
   for (const OpInfo& op : registered_ops()) {
@@ -73,20 +80,10 @@ void bind_ops(py::module_& m) {
   m.def(
       "arange", [](int64_t end, const py::object& dtype) { return arange(end, {dtype_or(dtype, DType::i64)}); },
       py::arg("end"), py::kw_only(), py::arg("dtype") = py::none());
-  m.def(
-      "randn",
-      [](const Shape& shape, const py::object& dtype, bool requires_grad) {
-        Tensor t = randn(shape, {dtype_or(dtype, DType::f32)});
-        return t.requires_grad_(requires_grad);
-      },
-      py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("requires_grad") = false);
-  m.def(
-      "rand",
-      [](const Shape& shape, const py::object& dtype, bool requires_grad) {
-        Tensor t = rand(shape, {dtype_or(dtype, DType::f32)});
-        return t.requires_grad_(requires_grad);
-      },
-      py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("requires_grad") = false);
+  m.def("randn", &random_tensor<randn>, py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(),
+        py::arg("requires_grad") = false);
+  m.def("rand", &random_tensor<rand>, py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(),
+        py::arg("requires_grad") = false);
   m.def("manual_seed", &manual_seed, py::arg("seed"));
 
   // Reductions
