@@ -3,8 +3,8 @@
 // into the call (no copies for views with a unit stride in either of their
 // last two dims), batch dims coalesced into strided-batched calls (broadcast
 // batches: stride 0). float32 uses TF32 tensor cores only when asked
-// (loom::cuda::set_tf32_enabled, LOOM_CUDA_TF32=1), and bf16 ones in bf16 matmul
-// precision; the bfloat16 dtype always.
+// (loom::cuda::set_tf32_enabled, LOOM_CUDA_TF32=1); bf16 ones for the bfloat16
+// dtype and for float32 in bf16 matmul precision (operands rounded here first).
 #include <climits>
 
 #include "elementwise_ops.h"
@@ -42,10 +42,8 @@ int blas_int(int64_t v, const char* what) {
 }
 
 // C^T (n x m, ldc n) = op(B') (n x k) op(A') (k x m), `batches` of them at the given strides.
-// float32 in bf16 matmul precision (loom/matmul_precision.h): cuBLAS rounds both
-// operands to bfloat16 and sums in float32 (CUBLAS_COMPUTE_32F_FAST_16BF), the
-// CPU's rule; the bfloat16 dtype: bf16 in and out, float32 sums, one rounding
-// (or float32 out, float_out: the sums kept).
+// The bfloat16 dtype: bf16 in and out, float32 sums, one rounding (or float32
+// out, float_out: the sums kept).
 template <typename T>
 void gemm_batched(cublasHandle_t handle, const BlasOperand& a, const BlasOperand& b, void* c, const T* pa, const T* pb,
                   int64_t m, int64_t n, int64_t k, int64_t batches, int64_t stride_a, int64_t stride_b,
@@ -65,8 +63,6 @@ void gemm_batched(cublasHandle_t handle, const BlasOperand& a, const BlasOperand
     const double one = 1, zero = 0;
     LOOM_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, b.op, a.op, in, im, ik, &one, pb, ldb, stride_b, pa, lda,
                                                 stride_a, &zero, static_cast<double*>(c), in, stride_c, count));
-  } else if (matmul_precision() == MatmulPrecision::bf16) {
-    gemm_ex(CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16BF, CUDA_R_32F);
   } else if (tf32_enabled()) {
     gemm_ex(CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F);
   } else {
@@ -76,9 +72,25 @@ void gemm_batched(cublasHandle_t handle, const BlasOperand& a, const BlasOperand
   }
 }
 
+// t rounded to bfloat16 (to nearest, ties to even, as the CPU rounds), dense.
+Tensor rounded_to_bf16(const Tensor& t, cudaStream_t stream) {
+  Tensor r = Tensor::empty(t.shape(), {DType::bf16, t.device()});
+  launch_cast<float>(ElementType::bf16, strided<2>("matmul", t.shape(), {r.strides(), t.strides()}), r.raw_data(),
+                     t.raw_data(), stream);
+  return r;
+}
+
 template <typename T>
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   OnDevice on(out);
+  // float32 in bf16 matmul precision (loom/matmul_precision.h): the CPU's rule,
+  // operands rounded to bfloat16, float32 sums and result. Not cuBLAS's
+  // COMPUTE_32F_FAST_16BF: on an H100 its conversion missed the rounded operands'
+  // products by 2^-9 relative (tests/test_cuda.cpp).
+  if constexpr (std::is_same_v<T, float>) {
+    if (matmul_precision() == MatmulPrecision::bf16 && out.numel() > 0)
+      return matmul<bfloat16>(out, rounded_to_bf16(a, on.stream()), rounded_to_bf16(b, on.stream()));
+  }
   const int64_t nd = out.dim(), m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);
   if (out.numel() == 0) return;
   if (k == 0) {  // an empty sum: zeros
