@@ -81,7 +81,7 @@ void run_bench_step(const StepOptions& opt) {
   double loss_value = 0;
   std::optional<KernelProfile> profile;
   for (int s = 0; s < opt.warmup + opt.steps; ++s) {
-    if (opt.profile && s == opt.warmup) profile.emplace();
+    if (opt.profile && s == opt.warmup) profile.emplace(device);
     auto t0 = std::chrono::steady_clock::now();
     Tensor loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, config.pad_id);
     adam.zero_grad();

@@ -12,7 +12,7 @@ nlohmann::json print_kernel_profile(const KernelProfile& profile, int runs, doub
   auto share = [&](double seconds) { return 100 * seconds * per_run / run_seconds; };
   fmt::print(out, "kernel profile, per {} ({}{} on {}; wall time of each kernel call{}):\n", unit,
              runs == 1 ? "1 " : fmt::format("mean of {} ", runs), runs == 1 ? unit : fmt::format("{}s", unit), device,
-             device.is_cpu() ? "" : ", which on a GPU is its launch, not its run");
+             device.is_cpu() ? "" : ", the GPU waited for after each: its run, nothing overlapped");
   fmt::print(out, "  {:<38} {:<9} {:>8} {:>10} {:>7}\n", "kernel", "phase", "calls", "ms", "share");
   nlohmann::json rows = nlohmann::json::array();
   double matmul = 0, in_kernels = 0, hidden = 0;

@@ -79,7 +79,7 @@ void run_translate(const TranslateOptions& o) {
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   std::optional<KernelProfile> profile;
-  if (o.profile) profile.emplace();
+  if (o.profile) profile.emplace(device);
   const auto decode_start = std::chrono::steady_clock::now();
   for (size_t first = 0, last = 0; first < order.size(); first = last) {
     const size_t longest = ids[order[first]].size();

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "loom/autograd.h"
+#include "loom/backend.h"
 #include "loom/error.h"
 
 namespace loom {
@@ -14,6 +15,7 @@ namespace loom {
 namespace {
 std::atomic<bool> g_profiling{false};
 std::mutex g_mutex;
+Device g_wait_for;  // guarded by g_mutex: a GPU's kernels are timed to their end
 struct Totals {
   int64_t calls = 0;
   int64_t nanoseconds = 0;
@@ -31,9 +33,11 @@ int64_t now_ns() {
 KernelPhase::KernelPhase(const char* name) : previous_(tls_phase) { tls_phase = name; }
 KernelPhase::~KernelPhase() { tls_phase = previous_; }
 
-KernelProfile::KernelProfile() {
+KernelProfile::KernelProfile(Device wait_for) {
   LOOM_CHECK(!g_profiling.exchange(true), "KernelProfile: another profile is already collecting");
-  clear();
+  std::lock_guard lock(g_mutex);
+  g_wait_for = wait_for;
+  g_totals.clear();
 }
 
 KernelProfile::~KernelProfile() { g_profiling.store(false); }
@@ -72,6 +76,12 @@ KernelTimer::KernelTimer(std::string_view kernel) : kernel_(kernel) {
 KernelTimer::~KernelTimer() {
   --tls_depth;
   if (start_ns_ < 0) return;
+  Device wait_for;
+  {
+    std::lock_guard lock(g_mutex);
+    wait_for = g_wait_for;
+  }
+  if (!wait_for.is_cpu()) backend(wait_for.type).synchronize(wait_for.index);
   const int64_t elapsed = now_ns() - start_ns_;
   std::lock_guard lock(g_mutex);
   const char* phase = in_backward() ? "backward" : tls_phase ? tls_phase : "forward";

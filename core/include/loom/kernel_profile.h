@@ -11,11 +11,16 @@
 // (a kernel that calls ops counts their kernels as its own), measured on the thread
 // that called it, so the rows add up to the time spent inside kernels. Everything
 // else in a step (autograd's bookkeeping, allocation, Python-free glue) is the rest.
+// On a GPU a kernel call only queues work: KernelProfile(device) waits for the device
+// at the end of each outermost call, so a row is the kernel's run time (and the
+// step, with nothing overlapped, is slower than unprofiled).
 // `loom bench step --profile` prints it.
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "loom/device.h"
 
 namespace loom {
 
@@ -28,7 +33,7 @@ struct KernelTime {
 
 class KernelProfile {
  public:
-  KernelProfile();
+  explicit KernelProfile(Device wait_for = Device{});  // the CPU: nothing to wait for
   ~KernelProfile();
   KernelProfile(const KernelProfile&) = delete;
   KernelProfile& operator=(const KernelProfile&) = delete;
