@@ -12,6 +12,7 @@
 
 #include "loom/backend.h"
 #include "loom/cuda/launch.h"
+#include "loom/dist/communicator.h"
 #include "loom/gradcheck.h"
 #include "loom/kernel_table.h"
 #include "loom/matmul_precision.h"
@@ -205,3 +206,40 @@ TEST_CASE("the cuda kernel table covers every CPU kernel but the named gaps") {
       cuda_kernels, cuda_ops.size(), cpu_kernels, cpu_ops.size(), missing.size());
 }
 #endif
+
+// The "nccl" communicator: on the CPU, that it is registered and refuses to start
+// without a GPU; on one GPU, every collective at world size 1 (more GPUs: mpirun).
+TEST_CASE("the nccl communicator comes with the CUDA layer and needs a GPU") {
+#ifdef LOOM_HAS_NCCL
+  CHECK(dist::has_communicator_backend("nccl"));
+  if (!gpu_present()) CHECK_ERROR(dist::make_communicator("nccl"), "the nccl backend needs a GPU");
+#else
+  CHECK_ERROR(dist::make_communicator("nccl"), "unknown backend 'nccl'");
+#endif
+}
+
+TEST_CASE("on a GPU: the nccl communicator sums, scatters, gathers and broadcasts CUDA tensors") {
+  if (!dist::has_communicator_backend("nccl")) return;
+  if (skip_without_gpu("the nccl communicator on cuda:0", 6)) return;
+  auto comm = dist::make_communicator("nccl");
+  REQUIRE(comm->world_size() == 1);
+  CHECK(comm->backend_name() == "nccl");
+  const Device gpu = Device::cuda(0);
+  CHECK(comm->device() == gpu);
+  const Tensor x = randn({1000});
+  for (dist::Reduce mode : {dist::Reduce::exact, dist::Reduce::fast}) {
+    Tensor t = x.to(gpu) * 2.0;  // queued before the sum: it must wait for this kernel
+    comm->all_reduce_sum(t, mode);
+    CHECK(t.to(kCPU).to_vector<float>() == (x * 2.0).to_vector<float>());
+    Tensor part = Tensor::empty({1000}, {DType::f32, gpu});
+    comm->reduce_scatter_sum(t, part, mode);
+    CHECK(part.to(kCPU).to_vector<float>() == (x * 2.0).to_vector<float>());
+  }
+  Tensor ids = arange(10).to(gpu), gathered = Tensor::empty({10}, {DType::i64, gpu});
+  comm->all_gather(ids, gathered);
+  CHECK(gathered.to(kCPU).to_vector<int64_t>() == arange(10).to_vector<int64_t>());
+  comm->broadcast(ids, 0);
+  CHECK(ids.to(kCPU).to_vector<int64_t>()[9] == 9);
+  Tensor on_cpu = x.clone();
+  CHECK_ERROR(comm->all_reduce_sum(on_cpu), "this communicator's tensors must be on cuda:0");
+}

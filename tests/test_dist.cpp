@@ -194,7 +194,9 @@ TEST_CASE("make_communicator: a plain process gets self through auto, and never 
   CHECK(comm->backend_name() == "self");
   CHECK(comm->world_size() == 1);
   CHECK(make_communicator()->backend_name() == "self");
-  CHECK(error_of([] { make_communicator("nccl"); }) == "make_communicator: unknown backend 'nccl' (auto, self, mpi)");
+  CHECK(error_of([] {
+          make_communicator("gloo");
+        }).starts_with("make_communicator: unknown backend 'gloo' (this loom has: auto, self, mpi"));
   if (!built_with_mpi()) {
     CHECK(error_of([] { make_communicator("mpi"); }) ==
           "make_communicator: loom was built without MPI (scripts/setup installs Open MPI; then configure again)");

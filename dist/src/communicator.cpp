@@ -2,9 +2,12 @@
 
 #include <bit>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "dist_internal.h"
+#include "loom/backend.h"
 #include "loom/dist/tree_sum.h"
 
 namespace loom::dist {
@@ -56,14 +59,31 @@ std::string_view mpi_launcher_variable() {
   return {};
 }
 
+size_t bytes_of(const Tensor& t) { return static_cast<size_t>(t.numel()) * dtype_size(t.dtype()); }
+
+// The exact algorithms work on host memory: a GPU tensor's copy there, and back.
+Tensor on_host(const Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  Tensor host = Tensor::empty(t.shape(), {t.dtype()});
+  backend(t.device().type).copy(host.raw_data(), Device::cpu(), t.raw_data(), t.device(), bytes_of(t));
+  return host;
+}
+void copy_back(const Tensor& host, Tensor& t) {
+  if (!host.same(t))
+    backend(t.device().type).copy(t.raw_data(), t.device(), host.raw_data(), Device::cpu(), bytes_of(t));
+}
+
+std::mutex g_backends_mutex;
+std::map<std::string, CommunicatorFactory, std::less<>> g_backends;  // registered at load time
+
 }  // namespace
 
 namespace detail {
 
-std::string tensor_problem(std::string_view op, std::string_view name, const Tensor& t, bool reduced) {
+std::string tensor_problem(std::string_view op, std::string_view name, const Tensor& t, bool reduced, Device where) {
   if (!t.defined()) return fmt::format("{}: {} is an undefined tensor", op, name);
-  if (!t.device().is_cpu())
-    return fmt::format("{}: {} is on {}; the {} tensors must be on the CPU", op, name, t.device(), op);
+  if (t.device() != where)
+    return fmt::format("{}: {} is on {}; this communicator's tensors must be on {}", op, name, t.device(), where);
   if (reduced && t.dtype() != DType::f32 && t.dtype() != DType::f64)
     return fmt::format("{}: {} has dtype {}; sums take float32 or float64 tensors", op, name, dtype_name(t.dtype()));
   if (!t.is_contiguous())
@@ -95,10 +115,13 @@ void Communicator::agree(std::string_view op, std::string_view local_problem, st
 
 void Communicator::all_reduce_sum(Tensor& t, Reduce mode) {
   constexpr std::string_view op = "all_reduce";
-  agree(op, first_of({detail::tensor_problem(op, "the tensor", t, true), exact_problem(op, mode, world_size())}),
+  agree(op,
+        first_of({detail::tensor_problem(op, "the tensor", t, true, device()), exact_problem(op, mode, world_size())}),
         {count_of("element count", t), dtype_of(t), mode_of(mode)});
   if (mode == Reduce::exact) {
-    detail::exact_all_reduce(*this, t);
+    Tensor host = on_host(t);
+    detail::exact_all_reduce(*this, host);
+    copy_back(host, t);
   } else {
     all_reduce_sum_fast(t);
   }
@@ -106,13 +129,15 @@ void Communicator::all_reduce_sum(Tensor& t, Reduce mode) {
 
 void Communicator::reduce_scatter_sum(const Tensor& input, Tensor& output, Reduce mode) {
   constexpr std::string_view op = "reduce_scatter";
-  std::string problem =
-      first_of({detail::tensor_problem(op, "the input", input, true),
-                detail::tensor_problem(op, "the output", output, true), exact_problem(op, mode, world_size())});
+  std::string problem = first_of({detail::tensor_problem(op, "the input", input, true, device()),
+                                  detail::tensor_problem(op, "the output", output, true, device()),
+                                  exact_problem(op, mode, world_size())});
   if (problem.empty()) problem = whole_and_part_problem(op, input, output, true, world_size());
   agree(op, problem, {count_of("output element count", output), dtype_of(output), mode_of(mode)});
   if (mode == Reduce::exact) {
-    detail::exact_reduce_scatter(*this, input, output);
+    Tensor host_output = on_host(output);
+    detail::exact_reduce_scatter(*this, on_host(input), host_output);
+    copy_back(host_output, output);
   } else {
     reduce_scatter_sum_fast(input, output);
   }
@@ -120,8 +145,8 @@ void Communicator::reduce_scatter_sum(const Tensor& input, Tensor& output, Reduc
 
 void Communicator::all_gather(const Tensor& input, Tensor& output) {
   constexpr std::string_view op = "all_gather";
-  std::string problem = first_of(
-      {detail::tensor_problem(op, "the input", input, false), detail::tensor_problem(op, "the output", output, false)});
+  std::string problem = first_of({detail::tensor_problem(op, "the input", input, false, device()),
+                                  detail::tensor_problem(op, "the output", output, false, device())});
   if (problem.empty()) problem = whole_and_part_problem(op, input, output, false, world_size());
   agree(op, problem, {count_of("input element count", input), dtype_of(input)});
   all_gather_impl(input, output);
@@ -129,7 +154,7 @@ void Communicator::all_gather(const Tensor& input, Tensor& output) {
 
 void Communicator::broadcast(Tensor& t, int root) {
   constexpr std::string_view op = "broadcast";
-  std::string problem = detail::tensor_problem(op, "the tensor", t, false);
+  std::string problem = detail::tensor_problem(op, "the tensor", t, false, device());
   if (problem.empty() && (root < 0 || root >= world_size()))
     problem = fmt::format("{}: root {} is not a rank of {}", op, root, world_size());
   agree(op, problem, {count_of("element count", t), dtype_of(t), {"root", root}});
@@ -167,10 +192,31 @@ std::unique_ptr<Communicator> detail::make_mpi_communicator() {
 }
 #endif
 
+void register_communicator_backend(std::string_view name, CommunicatorFactory make) {
+  std::lock_guard lock(g_backends_mutex);
+  g_backends[std::string(name)] = make;
+}
+
+bool has_communicator_backend(std::string_view name) {
+  std::lock_guard lock(g_backends_mutex);
+  return g_backends.contains(name);
+}
+
 std::unique_ptr<Communicator> make_communicator(std::string_view backend) {
   if (backend == "self") return detail::make_self_communicator();
   if (backend == "mpi") return detail::make_mpi_communicator();
-  LOOM_CHECK(backend == "auto", "make_communicator: unknown backend '{}' (auto, self, mpi)", backend);
+  if (backend != "auto") {
+    CommunicatorFactory make = nullptr;
+    std::string known = "auto, self, mpi";
+    {
+      std::lock_guard lock(g_backends_mutex);
+      if (auto it = g_backends.find(backend); it != g_backends.end()) make = it->second;
+      for (const auto& [name, factory] : g_backends) known += ", " + name;
+    }
+    LOOM_CHECK(make != nullptr, "make_communicator: unknown backend '{}' (this loom has: {}{})", backend, known,
+               backend == "nccl" ? "; nccl comes with the CUDA layer built where CMake finds NCCL" : "");
+    return make();
+  }
   const std::string_view launcher = mpi_launcher_variable();
   if (launcher.empty()) return detail::make_self_communicator();
   // Started by mpirun, yet without MPI every process would train alone as rank 0.

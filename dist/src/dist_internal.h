@@ -9,9 +9,9 @@
 
 namespace loom::dist::detail {
 
-// Why `t` cannot take part in a collective ("" when it can): CPU and contiguous,
-// and float32/float64 when `reduced` (a sum needs arithmetic).
-std::string tensor_problem(std::string_view op, std::string_view name, const Tensor& t, bool reduced);
+// Why `t` cannot take part in a collective ("" when it can): on `where` and
+// contiguous, and float32/float64 when `reduced` (a sum needs arithmetic).
+std::string tensor_problem(std::string_view op, std::string_view name, const Tensor& t, bool reduced, Device where);
 
 // f(T{}) with T the C++ type of a float32/float64 dtype.
 template <typename F>

@@ -49,7 +49,8 @@ bool TreeAccumulator::is_node(int64_t lo, int64_t hi) const {
 
 void TreeAccumulator::add(const Tensor& g) {
   LOOM_CHECK(added_ < count_, "{}: micro-batch {} added to a sum of {}", kOp, added_ + 1, count_);
-  const std::string problem = detail::tensor_problem(kOp, fmt::format("micro-batch {}", added_), g, true);
+  const std::string problem =
+      detail::tensor_problem(kOp, fmt::format("micro-batch {}", added_), g, true, Device::cpu());
   LOOM_CHECK(problem.empty(), "{}", problem);
   if (!partials_.empty()) {
     const Tensor& first = partials_.front().sum;

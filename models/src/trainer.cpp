@@ -226,12 +226,14 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
     loss_tokens.data<double>()[1] = static_cast<double>(b.tgt_tokens);
     losses.add(loss_tokens);
   }
-  Tensor grad_sum = grads.result();
+  // Across ranks on the communicator's device: the CPU, or (nccl) this rank's GPU.
+  Tensor grad_sum = grads.result().to(comm_->device());
   comm_->all_reduce_sum(grad_sum, options_.reduce == "fast" ? dist::Reduce::fast : dist::Reduce::exact);
   set_flat_gradients(grad_sum);
   // The reported loss in the same tree, exactly: equal printed losses at any world size.
-  Tensor loss_sum = losses.result();
+  Tensor loss_sum = losses.result().to(comm_->device());
   comm_->all_reduce_sum(loss_sum, dist::Reduce::exact);
+  loss_sum = loss_sum.to(kCPU);
   return loss_sum.data<double>()[0] / loss_sum.data<double>()[1];
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // loom::dist::Communicator: the processes of a data-parallel run and the
-// collectives between them. Backends: "self" (one process, always built) and
-// "mpi" (CPU tensors over MPI, built when CMake finds Open MPI).
+// collectives between them. Backends: "self" (one process, always built), "mpi"
+// (CPU tensors over MPI, built when CMake finds Open MPI) and "nccl" (CUDA tensors
+// over NCCL, added by the CUDA layer when CMake finds NCCL).
 //
 // Every collective first agrees with the other ranks, in one small all-reduce, on
 // the arguments (element count, dtype, mode, root): a rank whose input is wrong, or
@@ -43,9 +44,12 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual std::string_view backend_name() const = 0;
+  // Where the collectives' tensors live: the CPU, or this rank's GPU ("nccl").
+  virtual Device device() const { return Device::cpu(); }
 
-  // Every rank's `t` (float32/float64, CPU, contiguous, one shape everywhere) is
-  // replaced, in place, by the sum over ranks.
+  // Every rank's `t` (float32/float64, on device(), contiguous, one shape everywhere)
+  // is replaced, in place, by the sum over ranks. The exact mode runs on host memory:
+  // a GPU tensor is copied there and back.
   void all_reduce_sum(Tensor& t, Reduce mode = Reduce::exact);
   // `input` holds world_size() equal chunks; rank r's `output` (one chunk's elements)
   // gets the sum over ranks of chunk r. Exact mode: the same bits as that chunk of
@@ -67,8 +71,8 @@ class Communicator {
   void agree(std::string_view op, std::string_view local_problem, std::initializer_list<Agreed> values);
 
   // Point to point, for algorithms built on the backend (the exact reduction):
-  // sends send_count elements to rank `peer` while receiving recv_count from it;
-  // both ranks call it with each other as peer.
+  // sends send_count elements of host memory to rank `peer` while receiving
+  // recv_count from it; both ranks call it with each other as peer.
   virtual void send_recv(int peer, const void* send, int64_t send_count, void* recv, int64_t recv_count,
                          DType dtype) = 0;
 
@@ -85,12 +89,18 @@ class Communicator {
 };
 
 // backend: "self" (one process), "mpi" (initialises MPI if nobody has, finalises it
-// at exit), or "auto": "mpi" when started by an MPI launcher (mpirun, mpiexec, srun
+// at exit), a registered one ("nccl": its ranks are "auto"'s), or "auto": "mpi" when started by an MPI launcher (mpirun, mpiexec, srun
 // --mpi=pmix), seen in its environment variables, else "self" (a plain process
 // never initialises MPI).
 std::unique_ptr<Communicator> make_communicator(std::string_view backend = "auto");
 // Whether this loom has the "mpi" backend.
 bool built_with_mpi();
+
+// A backend another library adds at load time (the CUDA layer's "nccl"), made by
+// make_communicator(name).
+using CommunicatorFactory = std::unique_ptr<Communicator> (*)();
+void register_communicator_backend(std::string_view name, CommunicatorFactory make);
+bool has_communicator_backend(std::string_view name);
 
 // The sum over every rank's micro-batches, each rank holding the same number of
 // consecutive ones: tree_sum locally, then the exact all-reduce. The same bits as
