@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Data-parallel `loom train` under mpiexec: the same global batch on 1 process
 # (--accum 4 --reduce exact), 2 ranks (--accum 2) and 4 ranks (--accum 1) prints the
-# same steps and writes a bit-identical model; ranks started with different flags are
-# refused with the value named, and an error on one rank ends the job, never a hang.
+# same steps and writes a bit-identical model, also when stopped and resumed on another
+# number of ranks; ranks started with different flags are refused with the value named,
+# and an error on one rank or a killed one ends the job, never a hang.
 #   tests/cli_data_parallel.sh <path to the loom binary> <path to mpiexec>
 set -euo pipefail
 loom="$1"
@@ -54,5 +55,73 @@ timeout 60 "${mpiexec[@]}" -n 1 "$loom" train "${common[@]}" --out "$dir/poisone
 [[ $rc -ne 0 && $rc -ne 124 ]] || { cat "$dir/poisoned.log"; fail "an error on rank 1: exit code $rc"; }
 grep -q "rank 1 of 2 aborting the job: train: the training loss is nan at step 3" "$dir/poisoned.log" ||
   { cat "$dir/poisoned.log"; fail "an error on rank 1: not named"; }
+# Resumed on another number of ranks, --accum left out (it follows: the run's 4
+# micro-batches per update kept): stopped after 2 updates on 4 ranks and resumed in 1
+# process, and stopped in 1 process and resumed on 2 ranks; both end on the
+# uninterrupted run's steps and model bits.
+resumed_case() {  # <name> <ranks first> <ranks then>
+  local out="$dir/$1" first=() then=()
+  (($2 > 1)) && first=(timeout 60 "${mpiexec[@]}" -n "$2")
+  (($3 > 1)) && then=(timeout 60 "${mpiexec[@]}" -n "$3")
+  mkdir "$out"
+  cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$out"/
+  "${first[@]}" "$loom" train "${common[@]}" --out "$out" --accum $((4 / $2)) --reduce exact --max-steps 2 \
+    > "$out.log" 2>&1 || { cat "$out.log"; fail "$1: the first part failed"; }
+  "${then[@]}" "$loom" train --resume "$out" --max-steps 0 > "$out.resumed.log" 2>&1 ||
+    { cat "$out.resumed.log"; fail "$1: the resumed part failed"; }
+  (steps "$out.log"; steps "$out.resumed.log") > "$out.txt"
+  diff "$dir/one.txt" "$out.txt" > "$dir/diff.txt" || { cat "$dir/diff.txt"; fail "$1: other steps than 1 process"; }
+  cmp "$dir/one/model.safetensors" "$out/model.safetensors" || fail "$1: another model than 1 process"
+}
+resumed_case ranks4-then-1 4 1
+resumed_case ranks1-then-2 1 2
+# Refused, naming why: an --accum that changes the update, and a one-process run
+# (--reduce off) on 2 ranks.
+rc=0
+timeout 60 "${mpiexec[@]}" -n 2 "$loom" train --resume "$dir/ranks1-then-2" --accum 1 > "$dir/accum.log" 2>&1 || rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || { cat "$dir/accum.log"; fail "--accum 1 on 2 ranks resumed: exit code $rc"; }
+grep -q "accum 1 on 2 rank(s) makes 2 micro-batches per update, the run makes 4 (leave --accum out: it becomes 2)" \
+  "$dir/accum.log" || { cat "$dir/accum.log"; fail "--accum 1 on 2 ranks resumed: not named"; }
+mkdir "$dir/off"
+cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$dir/off"/
+"$loom" train "${common[@]}" --out "$dir/off" --accum 4 --max-steps 1 > "$dir/off.log" 2>&1 ||
+  { cat "$dir/off.log"; fail "the --reduce off run failed"; }
+rc=0
+timeout 60 "${mpiexec[@]}" -n 2 "$loom" train --resume "$dir/off" > "$dir/off.resumed.log" 2>&1 || rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || { cat "$dir/off.resumed.log"; fail "an --reduce off run on 2 ranks: exit code $rc"; }
+grep -q "trained in one process with --reduce off, which 2 ranks cannot continue" "$dir/off.resumed.log" ||
+  { cat "$dir/off.resumed.log"; fail "an --reduce off run on 2 ranks: not named"; }
+
+# A rank killed (SIGKILL) mid-run ends the job with the rank named, and the run
+# folder's last checkpoint stays whole: a translation reads it.
+rank_pid() {  # <rank> <out folder>: that rank's process
+  local d
+  for d in /proc/[0-9]*; do
+    tr '\0' ' ' < "$d/cmdline" 2> /dev/null | grep -q -- "--out $2 " || continue
+    tr '\0' '\n' < "$d/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "${d#/proc/}"; return; }
+  done
+}
+long=("${common[@]}")  # the same run, with epochs enough to be killed in
+for i in "${!long[@]}"; do [[ ${long[$i]} == --epochs ]] && long[$((i + 1))]=1000; done
+out="$dir/killed"
+mkdir "$out"
+cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$out"/
+timeout 60 "${mpiexec[@]}" -n 2 "$loom" train "${long[@]}" --out "$out" --accum 2 --save-every 2 \
+  > "$out.log" 2>&1 &
+pid=$!
+wait_for_line "step \+7 " "$out.log"
+victim=$(rank_pid 1 "$out")
+[[ -n $victim ]] || { cat "$out.log"; fail "no rank 1 process found to kill"; }
+kill -9 "$victim"
+rc=0
+wait "$pid" || rc=$?
+pid=""
+[[ $rc -ne 0 && $rc -ne 124 ]] || { cat "$out.log"; fail "a killed rank: exit code $rc"; }
+grep -q "process rank 1 with PID [0-9]* on node .* exited on signal 9" "$out.log" || { cat "$out.log"; fail "a killed rank: not named"; }
+echo "Hund" > "$dir/one.de"
+"$loom" translate --model "$out" --input "$dir/one.de" --output "$dir/one.hyp" > "$dir/translate.log" 2>&1 ||
+  { cat "$dir/translate.log"; fail "after a killed rank, the run's checkpoint does not load"; }
+
 echo "cli_data_parallel: 1 process (--accum 4), 2 and 4 ranks: the same $(wc -l < "$dir/one.txt") steps and model bits;" \
-  "a mismatched --seed refused; an error on rank 1 ended the job"
+  "resumed 4 -> 1 and 1 -> 2 ranks on the same bits; a mismatched --seed, a changed update and an --reduce off run" \
+  "on 2 ranks refused; an error on rank 1 and a killed rank 1 ended the job, its checkpoint intact"

@@ -48,7 +48,7 @@ struct TrainOptions {
   double dropout = -1, attention_dropout = -1, relu_dropout = -1;  // -1: the preset's (attention, relu: --dropout's)
   int64_t d_model = 0, d_ff = 0, heads = 0, layers = 0;            // 0: the preset's
   int threads = 2;
-  std::string device = "cpu", best_by = "bleu", precision = "float32";
+  std::string device = "cpu", best_by = "bleu", precision = "float32", communicator = "auto";
   models::TrainerOptions t;
 };
 
@@ -90,8 +90,34 @@ void prepare_out(const std::string& out) {
              std::strerror(errno));
 }
 
+// An update is --accum x ranks micro-batches, and a run resumed on another number of
+// ranks keeps that product (its --accum follows, or must match when given) and its
+// reduction: the exact one gives the same bits at any world size, the one-process
+// sum ("off") only on one process. Runs from before data parallelism: one process.
+void resume_on(int ranks, models::TrainerOptions& saved, const std::map<std::string, std::string>& extra,
+               int64_t accum_given, const std::string& folder) {
+  const auto it = extra.find("micro-batches per update");
+  const int64_t per_update = it != extra.end() ? std::stoll(it->second) : saved.accum;
+  LOOM_CHECK(ranks == 1 || saved.reduce != "off",
+             "train: --resume '{}': the run was trained in one process with --reduce off, which {} ranks cannot "
+             "continue bit for bit; resume it in one process (a run meant to change its number of ranks starts "
+             "with --reduce exact)",
+             folder, ranks);
+  if (accum_given > 0) {
+    LOOM_CHECK(accum_given * ranks == per_update,
+               "train: --resume '{}': --accum {} on {} rank(s) makes {} micro-batches per update, the run makes {}{}",
+               folder, accum_given, ranks, accum_given * ranks, per_update,
+               per_update % ranks == 0 ? fmt::format(" (leave --accum out: it becomes {})", per_update / ranks) : "");
+  } else {
+    LOOM_CHECK(per_update % ranks == 0,
+               "train: --resume '{}': the run makes {} micro-batches per update, which {} ranks cannot share evenly",
+               folder, per_update, ranks);
+  }
+  saved.accum = per_update / ranks;
+}
+
 // --resume DIR: the run's own options, checked against the flags given again.
-void take_saved_options(TrainOptions& o, const CLI::App& cmd) {
+void take_saved_options(TrainOptions& o, const CLI::App& cmd, int ranks) {
   const models::Trainer::SavedRun saved = models::Trainer::read_state(o.resume);
   std::map<std::string, std::string> extra = saved.extra_state;
   auto text = [&](const char* key) {
@@ -101,7 +127,7 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd) {
   };
   const auto now = fixed_flags(o);
   for (const auto& [flag, value] : now)
-    if (cmd.get_option(flag)->count() > 0 && value != text(flag.c_str()))
+    if (flag != "--accum" && cmd.get_option(flag)->count() > 0 && value != text(flag.c_str()))
       fail("train: {} {} differs from the resumed run's {} (a resumed run keeps the options its updates depend on)",
            flag, value, text(flag.c_str()));
   o.src = text("--src");
@@ -109,6 +135,8 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd) {
   o.preset = text("--preset");
   o.vocab = std::stoll(text("--vocab"));
   o.precision = extra.count("--precision") ? extra.at("--precision") : "float32";  // older runs: float32
+  // What best/ keeps: the run's choice unless given again (older runs: not saved, the default).
+  if (cmd.get_option("--best-by")->count() == 0 && extra.count("--best-by")) o.best_by = extra.at("--best-by");
   if (cmd.get_option("--data")->count() == 0) {
     o.data = text("data");
     LOOM_CHECK(std::filesystem::is_directory(o.data),
@@ -118,6 +146,7 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd) {
   }
   // What may change: given again, it wins; otherwise the run's own value.
   models::TrainerOptions merged = saved.options;
+  if (merged.reduce == "auto") merged.reduce = "off";  // saved before data parallelism: one process
   auto may_change = [&](const char* flag, auto member) {
     if (cmd.get_option(flag)->count() > 0) merged.*member = o.t.*member;
   };
@@ -130,6 +159,7 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd) {
   may_change("--keep-last", &T::keep_last);
   may_change("--average-last", &T::average_last);
   may_change("--reduce", &T::reduce);
+  resume_on(ranks, merged, extra, cmd.get_option("--accum")->count() > 0 ? o.t.accum : 0, o.resume);
   o.t = merged;
   fmt::print("resuming '{}' at step {} ({} -> {}, data '{}')\n", o.out, saved.step, o.src, o.tgt, o.data);
 }
@@ -232,19 +262,24 @@ void agree_across_ranks(dist::Communicator& comm, const TrainOptions& o, const S
 int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   use_threads(o.threads);
   const bool main_rank = comm.rank() == 0;  // the one that prints, writes the folder and holds its lock
-  o.t.comm = &comm;
   if (!o.resume.empty()) {
     LOOM_CHECK(cmd.get_option("--out")->count() == 0 || o.out == o.resume,
                "train: --resume '{}' continues that folder's run; --out '{}' would be ignored (to branch a run off, "
                "copy its folder and --resume the copy)",
                o.resume, o.out);
     o.out = o.resume;
-    take_saved_options(o, cmd);
+    take_saved_options(o, cmd, comm.world_size());
   }
+  o.t.comm = &comm;  // after the saved options replaced o.t (a resumed rank trained alone before)
   if (!use_precision(o.precision, o.device)) o.precision = "float32";
   // Everything that can be refused cheaply is, before the folder is touched or a vocabulary trained.
   LOOM_CHECK(!o.data.empty(), "train: --data is required (the corpus folder)");
   o.t.device = parse_device(o.device);
+  if (!comm.device().is_cpu()) {  // nccl: the rank's own GPU
+    LOOM_CHECK(o.t.device.is_cuda(), "train: --communicator {} sums CUDA tensors: train with --device cuda",
+               comm.backend_name());
+    o.t.device = comm.device();
+  }
   o.t.validate();
   make_config(o, o.vocab);                    // the preset, sizes and dropouts: validated for the vocabulary asked for
   std::optional<models::RunFolderLock> lock;  // rank 0's, held until the run ends
@@ -275,6 +310,8 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   if (o.resume.empty()) {
     std::map<std::string, std::string> extra = fixed_flags(o);
     extra["data"] = o.data;
+    extra["micro-batches per update"] = std::to_string(o.t.accum * comm.world_size());
+    extra["--best-by"] = o.best_by;
     trainer = std::make_unique<models::Trainer>(make_config(o, vocab.size()), o.t, std::move(train_pairs),
                                                 std::move(val_pairs), o.out,
                                                 std::map<std::string, std::string>{{"vocabulary", "spm.model"}}, extra);
@@ -415,9 +452,14 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "with the rank count), off (added into the gradients one after another: one process only). "
                   "Default: off for one process, exact under mpirun")
       ->check(CLI::IsMember({"exact", "fast", "off"}));
+  cmd->add_option("--communicator", o->communicator,
+                  "how ranks exchange gradients: auto (mpi under mpirun, else one process), mpi, or nccl (each rank "
+                  "on its own GPU, --device cuda; the ranks still come from mpirun)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "self", "mpi", "nccl"}));
   cmd->callback([o, cmd, &exit_code] {
     // Under mpirun (see README, Data-parallel training) each process is a rank; else "self".
-    const std::unique_ptr<dist::Communicator> comm = dist::make_communicator("auto");
+    const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(o->communicator);
     if (comm->world_size() == 1) {
       exit_code = run_train(*o, *cmd, *comm);
       return;
