@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "loom/backend.h"
 #include "loom/dist.h"
+#include "loom/kernel_table.h"
+#include "loom/standin.h"
 
 using namespace loom;
 using namespace loom::dist;
@@ -186,6 +189,67 @@ TEST_CASE("self: one process, rank 0 of 1; sums are the tensor, gathers copies")
   CHECK(error_of([&] { comm->broadcast(ids, 1); }) == "broadcast: root 1 is not a rank of 1");
   CHECK(error_of([&] { comm->send_recv(1, nullptr, 0, nullptr, 0, f32); }) ==
         "send_recv: rank 1 does not exist in a one-process run");
+}
+
+// A one-rank communicator whose tensors live on the stand-in device, whose memory only
+// kernels may touch: what the nccl backend is to a GPU, checkable without one.
+class StandinCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string_view backend_name() const override { return "standin"; }
+  Device device() const override { return Device::standin(0); }
+  void barrier() override {}
+  [[noreturn]] void abort(int code, std::string_view) override { std::_Exit(code); }
+  void send_recv(int, const void*, int64_t, void*, int64_t, DType) override { fail("send_recv: one rank"); }
+
+ private:
+  void all_reduce_max(std::span<int64_t>) override {}
+  void all_reduce_sum_fast(Tensor&) override {}
+  void reduce_scatter_sum_fast(const Tensor& input, Tensor& output) override { copy(input, output); }
+  void all_gather_impl(const Tensor& input, Tensor& output) override { copy(input, output); }
+  void broadcast_impl(Tensor&, int) override {}
+  static void copy(const Tensor& from, const Tensor& to) {
+    backend(DeviceType::standin)
+        .copy(to.raw_data(), to.device(), from.raw_data(), from.device(),
+              static_cast<size_t>(from.numel()) * dtype_size(from.dtype()));
+  }
+};
+
+TEST_CASE("a communicator of device tensors: collectives touch their memory as kernels, exact sums via the host") {
+  enable_standin_device();
+  StandinCommunicator comm;
+  const Tensor x = tensor_of<float>({1.5f, -2.0f, 3.25f});
+  // Copies through the Backend, as loom's copy kernel makes them.
+  auto copy = [](const Tensor& from, const Tensor& to) {
+    KernelScope touches_memory;
+    backend(DeviceType::standin)
+        .copy(to.raw_data(), to.device(), from.raw_data(), from.device(), from.numel() * sizeof(float));
+  };
+  auto on_standin = [&](const Tensor& t) {
+    Tensor d = Tensor::empty(t.shape(), {t.dtype(), Device::standin(0)});
+    copy(t, d);
+    return d;
+  };
+  auto on_cpu = [&](const Tensor& d) {
+    Tensor t = Tensor::empty(d.shape(), {d.dtype()});
+    copy(d, t);
+    return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+  };
+  const std::vector<float> want = on_cpu(on_standin(x));
+  for (Reduce mode : {Reduce::exact, Reduce::fast}) {
+    Tensor t = on_standin(x), part = on_standin(tensor_of<float>({0, 0, 0}));
+    comm.all_reduce_sum(t, mode);
+    CHECK(on_cpu(t) == want);
+    comm.reduce_scatter_sum(t, part, mode);
+    CHECK(on_cpu(part) == want);
+  }
+  Tensor gathered = on_standin(tensor_of<float>({0, 0, 0}));
+  comm.all_gather(on_standin(x), gathered);
+  CHECK(on_cpu(gathered) == want);
+  Tensor cpu_tensor = tensor_of<float>({1, 2});
+  CHECK(error_of([&] { comm.all_reduce_sum(cpu_tensor); }) ==
+        "all_reduce: the tensor is on cpu; this communicator's tensors must be on standin:0");
 }
 
 TEST_CASE("make_communicator: a plain process gets self through auto, and never starts MPI") {

@@ -8,6 +8,7 @@
 
 #include "dist_internal.h"
 #include "loom/backend.h"
+#include "loom/kernel_table.h"
 #include "loom/dist/tree_sum.h"
 
 namespace loom::dist {
@@ -118,6 +119,7 @@ void Communicator::all_reduce_sum(Tensor& t, Reduce mode) {
   agree(op,
         first_of({detail::tensor_problem(op, "the tensor", t, true, device()), exact_problem(op, mode, world_size())}),
         {count_of("element count", t), dtype_of(t), mode_of(mode)});
+  KernelScope touches_memory;  // a collective reads and writes its tensors as a kernel does (a GPU's too)
   if (mode == Reduce::exact) {
     Tensor host = on_host(t);
     detail::exact_all_reduce(*this, host);
@@ -134,6 +136,7 @@ void Communicator::reduce_scatter_sum(const Tensor& input, Tensor& output, Reduc
                                   exact_problem(op, mode, world_size())});
   if (problem.empty()) problem = whole_and_part_problem(op, input, output, true, world_size());
   agree(op, problem, {count_of("output element count", output), dtype_of(output), mode_of(mode)});
+  KernelScope touches_memory;
   if (mode == Reduce::exact) {
     Tensor host_output = on_host(output);
     detail::exact_reduce_scatter(*this, on_host(input), host_output);
@@ -149,6 +152,7 @@ void Communicator::all_gather(const Tensor& input, Tensor& output) {
                                   detail::tensor_problem(op, "the output", output, false, device())});
   if (problem.empty()) problem = whole_and_part_problem(op, input, output, false, world_size());
   agree(op, problem, {count_of("input element count", input), dtype_of(input)});
+  KernelScope touches_memory;
   all_gather_impl(input, output);
 }
 
@@ -158,6 +162,7 @@ void Communicator::broadcast(Tensor& t, int root) {
   if (problem.empty() && (root < 0 || root >= world_size()))
     problem = fmt::format("{}: root {} is not a rank of {}", op, root, world_size());
   agree(op, problem, {count_of("element count", t), dtype_of(t), {"root", root}});
+  KernelScope touches_memory;
   broadcast_impl(t, root);
 }
 

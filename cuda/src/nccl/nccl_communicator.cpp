@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "loom/dist/communicator.h"
+#include "loom/kernel_table.h"
 #include "runtime.h"
 
 namespace loom::cuda {
@@ -93,6 +94,7 @@ class NcclCommunicator final : public dist::Communicator {
 
  private:
   void all_reduce_max(std::span<int64_t> values) override {
+    KernelScope touches_memory;  // agree() runs it outside a collective's scope
     Tensor on_gpu = Tensor::empty({static_cast<int64_t>(values.size())}, {DType::i64, device()});
     const size_t bytes = values.size_bytes();
     cudaStream_t s = stream(device_);
