@@ -59,15 +59,15 @@ grep -q "rank 1 of 2 aborting the job: train: the training loss is nan at step 3
 # micro-batches per update kept): stopped after 2 updates on 4 ranks and resumed in 1
 # process, and stopped in 1 process and resumed on 2 ranks; both end on the
 # uninterrupted run's steps and model bits.
-resumed_case() {  # <name> <ranks first> <ranks then>
-  local out="$dir/$1" first=() then=()
+resumed_case() {  # <name> <ranks first> <ranks then> [flags for both parts]
+  local out="$dir/$1" first=() then=() flags=("${@:4}")
   (($2 > 1)) && first=(timeout 60 "${mpiexec[@]}" -n "$2")
   (($3 > 1)) && then=(timeout 60 "${mpiexec[@]}" -n "$3")
   mkdir "$out"
   cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$out"/
   "${first[@]}" "$loom" train "${common[@]}" --out "$out" --accum $((4 / $2)) --reduce exact --max-steps 2 \
-    > "$out.log" 2>&1 || { cat "$out.log"; fail "$1: the first part failed"; }
-  "${then[@]}" "$loom" train --resume "$out" --max-steps 0 > "$out.resumed.log" 2>&1 ||
+    "${flags[@]}" > "$out.log" 2>&1 || { cat "$out.log"; fail "$1: the first part failed"; }
+  "${then[@]}" "$loom" train --resume "$out" --max-steps 0 "${flags[@]}" > "$out.resumed.log" 2>&1 ||
     { cat "$out.resumed.log"; fail "$1: the resumed part failed"; }
   (steps "$out.log"; steps "$out.resumed.log") > "$out.txt"
   diff "$dir/one.txt" "$out.txt" > "$dir/diff.txt" || { cat "$dir/diff.txt"; fail "$1: other steps than 1 process"; }
@@ -75,6 +75,13 @@ resumed_case() {  # <name> <ranks first> <ranks then>
 }
 resumed_case ranks4-then-1 4 1
 resumed_case ranks1-then-2 1 2
+# --shard-optimizer: each rank keeps and updates Adam's moments for its share of the
+# parameters; the same bits, a state saved whole (gathered) and resumed at any size.
+resumed_case sharded4-then-2 4 2 --shard-optimizer
+shard=$(grep -oE "^optimizer state: Adam's moments sharded, [0-9.]+ MiB on rank 0 of [0-9.]+ MiB$" \
+  "$dir/sharded4-then-2.log" | awk '{print $6, $12}')
+awk -v s="$shard" 'BEGIN { split(s, m, " "); exit !(m[1] > 0 && m[1] < m[2] / 2) }' ||
+  { cat "$dir/sharded4-then-2.log"; fail "--shard-optimizer: rank 0 keeps no less than half the moments ($shard)"; }
 # Refused, naming why: an --accum that changes the update, and a one-process run
 # (--reduce off) on 2 ranks.
 rc=0
@@ -123,5 +130,5 @@ echo "Hund" > "$dir/one.de"
   { cat "$dir/translate.log"; fail "after a killed rank, the run's checkpoint does not load"; }
 
 echo "cli_data_parallel: 1 process (--accum 4), 2 and 4 ranks: the same $(wc -l < "$dir/one.txt") steps and model bits;" \
-  "resumed 4 -> 1 and 1 -> 2 ranks on the same bits; a mismatched --seed, a changed update and an --reduce off run" \
+  "resumed 4 -> 1, 1 -> 2 and sharded 4 -> 2 ranks on the same bits; a mismatched --seed, a changed update and an --reduce off run" \
   "on 2 ranks refused; an error on rank 1 and a killed rank 1 ended the job, its checkpoint intact"

@@ -159,6 +159,7 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd, int ranks) {
   may_change("--keep-last", &T::keep_last);
   may_change("--average-last", &T::average_last);
   may_change("--reduce", &T::reduce);
+  may_change("--shard-optimizer", &T::shard_optimizer);
   resume_on(ranks, merged, extra, cmd.get_option("--accum")->count() > 0 ? o.t.accum : 0, o.resume);
   o.t = merged;
   fmt::print("resuming '{}' at step {} ({} -> {}, data '{}')\n", o.out, saved.step, o.src, o.tgt, o.data);
@@ -252,6 +253,7 @@ void agree_across_ranks(dist::Communicator& comm, const TrainOptions& o, const S
                [](int64_t i) { return std::string(i < 4 ? kPresets[static_cast<size_t>(i)] : "another"); }},
               {"--seed", static_cast<int64_t>(o.t.seed)},
               {"--accum", o.t.accum},
+              {"--shard-optimizer", o.t.shard_optimizer},
               {"--reduce", index(kReduce, o.t.reduce),
                [](int64_t i) { return std::string(i < 4 ? kReduce[static_cast<size_t>(i)] : "another"); }},
               {"training sentence pairs", static_cast<int64_t>(train.corpus.src.size())},
@@ -334,9 +336,13 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
       o.preset, trainer->model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
       config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
       config.learned_positions ? "learned" : "sinusoid", o.threads, o.precision);
-  if (comm.world_size() > 1)
+  if (comm.world_size() > 1) {
     fmt::print("data parallel: {} ranks ({}), {} reduction, {} micro-batches per rank per update\n", comm.world_size(),
                comm.backend_name(), trainer->options().reduce, trainer->options().accum);
+    const auto [mine, all] = trainer->optimizer_state_bytes();
+    fmt::print("optimizer state: Adam's moments {}, {:.2f} MiB on rank 0 of {:.2f} MiB\n",
+               trainer->options().shard_optimizer ? "sharded" : "on every rank", mine / 1048576.0, all / 1048576.0);
+  }
   std::fflush(stdout);
   // Only rank 0 shows the run and writes metrics.jsonl; every rank stops on a signal.
   std::optional<TrainingMonitor> monitor;
@@ -452,6 +458,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "with the rank count), off (added into the gradients one after another: one process only). "
                   "Default: off for one process, exact under mpirun")
       ->check(CLI::IsMember({"exact", "fast", "off"}));
+  cmd->add_flag("--shard-optimizer", t.shard_optimizer,
+                "data-parallel runs: each rank keeps Adam's moments for 1/N of the parameters and updates those "
+                "(ZeRO stage 1; the same bits, less memory per rank)");
   cmd->add_option("--communicator", o->communicator,
                   "how ranks exchange gradients: auto (mpi under mpirun, else one process), mpi, or nccl (each rank "
                   "on its own GPU, --device cuda; the ranks still come from mpirun)")

@@ -123,7 +123,10 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
     param_names_.push_back(name);
     params_.push_back(p);
   }
-  adam_ = std::make_unique<optim::Adam>(params_, optim::AdamOptions{.lr = 0, .betas = {0.9, 0.98}, .eps = 1e-9});
+  owned_ = owned_by(comm_->rank());
+  std::vector<Tensor> owned;
+  for (size_t k : owned_) owned.push_back(params_[k]);
+  adam_ = std::make_unique<optim::Adam>(owned, optim::AdamOptions{.lr = 0, .betas = {0.9, 0.98}, .eps = 1e-9});
   noam_ = std::make_unique<optim::Noam>(*adam_, config_.d_model, options_.warmup, options_.lr_factor);
   val_batches_ = make_batches(val_, options_.max_tokens, options_.max_len, shuffle_);
   epoch_shuffle_offset_ = shuffle_.offset();
@@ -164,6 +167,10 @@ double Trainer::accumulate_gradients(const std::vector<Batch>& batches, int64_t 
 
 int64_t Trainer::batches_per_update() const {
   return data_parallel() ? options_.accum * comm_->world_size() : options_.accum;
+}
+
+void Trainer::zero_grad() {
+  for (const Tensor& p : params_) p.set_grad(Tensor());
 }
 
 Tensor Trainer::flat_gradients() const {
@@ -220,7 +227,7 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
     const double share = static_cast<double>(b.tgt_tokens) / total_tokens;
     mul(loss, scalar_tensor(share, {loss.dtype(), loss.device()})).backward();
     grads.add(flat_gradients());
-    adam_->zero_grad();
+    zero_grad();
     Tensor loss_tokens = Tensor::empty({2}, {DType::f64, kCPU});
     loss_tokens.data<double>()[0] = value * static_cast<double>(b.tgt_tokens);
     loss_tokens.data<double>()[1] = static_cast<double>(b.tgt_tokens);
@@ -294,7 +301,7 @@ bool Trainer::run(const TrainerHooks& hooks) {
       const std::vector<Batch> update(batches.begin() + batch_in_epoch_, batches.begin() + batch_in_epoch_ + n);
       StepReport r{.step = step_ + 1, .epoch = epoch_};
       r.log = r.step % options_.log_every == 0;
-      adam_->zero_grad();
+      zero_grad();
       r.loss = accumulate_gradients(update, r.step);
       if (hooks.gradients_ready) hooks.gradients_ready(r.step);
       if (options_.clip > 0)
@@ -303,6 +310,7 @@ bool Trainer::run(const TrainerHooks& hooks) {
         r.grad_norm = optim::grad_norm(params_);  // a pass over every gradient: only when reported
       r.lr = noam_->step();
       adam_->step();
+      share_updated_parameters();
       ++step_;
       batch_in_epoch_ += n;
       for (const Batch& b : update) r.src_tokens += b.src_tokens, r.tgt_tokens += b.tgt_tokens;
@@ -320,7 +328,8 @@ bool Trainer::run(const TrainerHooks& hooks) {
       if ((by_steps || by_time) && batch_in_epoch_ < count) save_checkpoint(hooks, false);
       if (stop_requested(hooks)) {
         check_finite_parameters("interrupted");
-        if (is_main_rank()) save_state();
+        const Moments moments = optimizer_moments();  // a collective when sharded
+        if (is_main_rank()) save_state(moments);
         say(fmt::format("interrupted after step {}: saved '{}'; `loom train --resume {}` continues", step_,
                         state_path(out_), out_));
         return false;

@@ -23,7 +23,7 @@ using nlohmann::json;
 // With defaults: a state saved before `reduce` existed reads as "auto".
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainerOptions, max_tokens, max_len, accum, warmup, lr_factor,
                                                 label_smoothing, clip, seed, reduce, epochs, max_steps, log_every,
-                                                save_every, save_minutes, keep_last, average_last)
+                                                save_every, save_minutes, keep_last, average_last, shard_optimizer)
 
 std::string TrainerOptions::to_json() const { return json(*this).dump(); }
 
@@ -59,7 +59,8 @@ void copy_file_atomic(const fs::path& from, const fs::path& to) {
 }
 
 void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
-  if (!is_main_rank()) {  // rank 0 evaluates and writes; the others' parameters are the same bits
+  const Moments moments = optimizer_moments();  // a collective when sharded: every rank, before rank 0 writes
+  if (!is_main_rank()) {                        // rank 0 evaluates and writes; the others' parameters are the same bits
     last_checkpoint_step_ = step_;
     return;
   }
@@ -103,7 +104,7 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   }
   last_checkpoint_step_ = step_;
   last_saved_ = fmt::format("'{}' keeps step {}", latest, step_);
-  save_state();
+  save_state(moments);
   last_save_time_ = std::chrono::steady_clock::now();
   if (hooks.evaluated) hooks.evaluated(e);
 }
@@ -138,11 +139,11 @@ void Trainer::write_average(const TrainerHooks& hooks) {
 
 // The state: the parameters under their own names, Adam's moments beside them,
 // and where the run is in its metadata.
-void Trainer::save_state() {
+void Trainer::save_state(const Moments& moments) {
   nn::NamedTensors tensors;
   for (size_t k = 0; k < params_.size(); ++k) tensors.emplace_back(param_names_[k], params_[k]);
-  const auto& m = adam_->first_moments();
-  const auto& v = adam_->second_moments();
+  const auto& m = moments.m;
+  const auto& v = moments.v;
   for (size_t k = 0; k < params_.size(); ++k)
     if (m[k].defined()) {
       tensors.emplace_back("adam.m." + param_names_[k], m[k]);
@@ -156,8 +157,8 @@ void Trainer::save_state() {
                    {"window_loss", window_loss_},
                    {"window_tokens", window_tokens_},
                    {"last_checkpoint_step", last_checkpoint_step_},
-                   {"adam_steps", adam_->steps()},
-                   {"adam_counts", adam_->update_counts()},
+                   {"adam_steps", moments.steps},
+                   {"adam_counts", moments.counts},
                    {"train_pairs", train_.size()},
                    {"train_fingerprint", fingerprint(train_)}};
   if (has_best_) progress["best_val_loss"] = best_val_loss_;
@@ -230,7 +231,15 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::vector<Enc
       m[k] = mi->second.to(t->options_.device);
       v[k] = vi->second.to(t->options_.device);
     }
-    t->adam_->load_state(m, v, counts, p.at("adam_steps").get<int64_t>());
+    // This rank's share (all of it unless sharded): a state saved at any number of ranks.
+    std::vector<Tensor> owned_m, owned_v;
+    std::vector<int64_t> owned_counts;
+    for (size_t k : t->owned_) {
+      owned_m.push_back(m[k]);
+      owned_v.push_back(v[k]);
+      owned_counts.push_back(counts[k]);
+    }
+    t->adam_->load_state(owned_m, owned_v, owned_counts, p.at("adam_steps").get<int64_t>());
     t->step_ = p.at("step").get<int64_t>();
     t->noam_->set_current_step(t->step_);
     t->epoch_ = p.at("epoch").get<int64_t>();

@@ -59,7 +59,10 @@ struct TrainerOptions {
   double save_minutes = 0;             // minutes between checkpoints (0: off)
   int64_t keep_last = 0;               // step-<N>.safetensors files kept (at least average_last)
   int64_t average_last = 0;            // at the end, average the last K kept models into average/ (0: off)
-  Device device = kCPU;                // where the model, its gradients and Adam's moments live (not saved)
+  // Data-parallel runs: each rank keeps Adam's moments for 1/N of the parameters
+  // (ZeRO stage 1) and updates those; the same bits as unsharded, less memory.
+  bool shard_optimizer = false;
+  Device device = kCPU;  // where the model, its gradients and Adam's moments live (not saved)
   // The ranks of a data-parallel run (not saved; null: this process alone). With N
   // ranks an update is accum * N micro-batches, rank r running [r * accum, (r + 1) * accum);
   // every rank must give the same data and options. Must outlive the Trainer.
@@ -153,6 +156,8 @@ class Trainer {
   bool finished() const { return epoch_ > options_.epochs || (options_.max_steps > 0 && step_ >= options_.max_steps); }
   const std::map<std::string, std::string>& extra_state() const { return extra_state_; }
   int64_t val_pairs() const { return static_cast<int64_t>(val_.size()); }
+  // Bytes of Adam's moments: this rank's, and all ranks' (equal unless sharded).
+  std::pair<int64_t, int64_t> optimizer_state_bytes() const;
 
  private:
   struct Restored {};  // built for resume(): the state's files are its own
@@ -160,6 +165,20 @@ class Trainer {
           std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata,
           std::map<std::string, std::string> extra_state);
   bool data_parallel() const { return options_.reduce != "off"; }
+  bool sharded() const { return options_.shard_optimizer && comm_->world_size() > 1; }
+  // The parameters (indices) whose moments `rank` keeps and updates: all when not sharded.
+  std::vector<size_t> owned_by(int rank) const;
+  // After a sharded update: each owner's parameters to every rank.
+  void share_updated_parameters();
+  // Adam's state for every parameter (a moment undefined where its count is 0):
+  // when sharded, gathered from the owners (a collective: every rank calls it).
+  struct Moments {
+    std::vector<Tensor> m, v;
+    std::vector<int64_t> counts;
+    int64_t steps = 0;
+  };
+  Moments optimizer_moments() const;
+  void zero_grad();  // every parameter's, owned or not
   // accumulate_gradients when data_parallel(): this rank's share of `batches` (the
   // global update), summed in the tree and across ranks into every parameter's .grad.
   double accumulate_data_parallel(const std::vector<Batch>& batches, int64_t step);
@@ -167,7 +186,7 @@ class Trainer {
   void set_flat_gradients(const Tensor& flat);
   bool stop_requested(const TrainerHooks& hooks);  // on any rank: a collective when data-parallel
   void save_checkpoint(const TrainerHooks& hooks, bool epoch_end);
-  void save_state();
+  void save_state(const Moments& moments);
   void check_finite_parameters(const char* when) const;
   [[noreturn]] void diverged(const std::string& what, int64_t step, double value) const;
   void prune_kept();
@@ -184,6 +203,7 @@ class Trainer {
   std::unique_ptr<Transformer> model_;
   std::vector<Tensor> params_;
   std::vector<std::string> param_names_;
+  std::vector<size_t> owned_;  // owned_by(this rank): what adam_ updates
   std::unique_ptr<optim::Adam> adam_;
   std::unique_ptr<optim::Noam> noam_;
   std::vector<Batch> val_batches_;
