@@ -4,8 +4,13 @@
 #                             MPI_Allreduce on the same float32 buffers, 4 KiB to 100 MiB, 2 ranks
 #   bench/dp.sh --ranks 4     at 4 ranks (a power of two: the exact tree needs one)
 #   bench/dp.sh --rounds 90   more alternated rounds (default 30; sizes over 4 MiB take a third)
+#   bench/dp.sh --train       then training: the small preset on Multi30k, STEPS updates (default 40)
+#                             of 2 micro-batches, 1 process x 2 threads against 2 ranks x 1 thread
+#                             (the same model bits): target tokens/s, and the time per step in the
+#                             cross-rank reduction (all of it exposed: no overlap yet), medians over
+#                             the logged steps after the first 5
 # Environment: ALLREDUCE (default build/bench/loom_bench_allreduce, built where CMake finds
-# Open MPI), MPIEXEC (default mpiexec). Root needs --allow-run-as-root, and more ranks than
+# Open MPI), MPIEXEC (default mpiexec), LOOM (build/tools/loom), DATA (../shared/data/multi30k). Root needs --allow-run-as-root, and more ranks than
 # cores --oversubscribe: both are passed (with more ranks than cores, the small sizes time
 # the scheduler as much as the library).
 set -euo pipefail
@@ -19,14 +24,44 @@ mpiexec="${MPIEXEC:-mpiexec}"
 }
 command -v "$mpiexec" >/dev/null || { echo "bench/dp.sh: no $mpiexec on PATH (scripts/setup installs Open MPI)" >&2; exit 2; }
 ranks=2
+train=0
 args=()
 while (($#)); do
   case "$1" in
     --ranks) ranks="$2"; shift 2 ;;
+    --train) train=1; shift ;;
     *) args+=("$1"); shift ;;
   esac
 done
 export OMP_NUM_THREADS=1
 "$mpiexec" --allow-run-as-root --oversubscribe -n "$ranks" "$bench" "${args[@]}"
-echo "bench/dp.sh: the training part (small preset tokens/s, 1 rank x 2 threads against 2 ranks x 1 thread," \
-     "and the exposed communication per step) waits for the trainer's data-parallel integration"
+((train)) || exit 0
+
+loom="${LOOM:-build/tools/loom}"
+data="${DATA:-../shared/data/multi30k}"
+steps="${STEPS:-40}"
+[[ -d "$data" ]] || { echo "bench/dp.sh: no corpus at $data (set DATA)" >&2; exit 2; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+common=(train --data "$data" --preset small --max-steps "$steps" --log-every 1 --best-by loss --reduce exact)
+echo "bench/dp.sh: training, small preset, $steps updates of 2 micro-batches; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+OMP_NUM_THREADS=2 "$loom" "${common[@]}" --threads 2 --accum 2 --out "$out/one" > "$out/one.log" 2>&1 ||
+  { cat "$out/one.log"; exit 1; }
+mkdir "$out/two"
+cp "$out"/one/spm.model "$out"/one/spm.source.json "$out/two"/
+"$mpiexec" --allow-run-as-root --oversubscribe -n 2 "$loom" "${common[@]}" --threads 1 --accum 1 --out "$out/two" \
+  > "$out/two.log" 2>&1 || { cat "$out/two.log"; exit 1; }
+python3 - "$out" <<'PY'
+import json, statistics, sys
+out = sys.argv[1]
+def medians(run):
+    rows = [json.loads(l) for l in open(f"{out}/{run}/metrics.jsonl")]
+    train = [r for r in rows if r.get("type") == "train" and r["step"] > 5]
+    return (statistics.median(r["tokens_per_s"] for r in train), statistics.median(r["reduce_ms"] for r in train),
+            train[-1]["loss"])
+one, two = medians("one"), medians("two")
+print(f"1 process x 2 threads (--accum 2): {one[0]:.0f} target tokens/s, {one[1]:.2f} ms/step in the (one-rank) reduction")
+print(f"2 ranks x 1 thread (--accum 1):    {two[0]:.0f} target tokens/s, {two[1]:.2f} ms/step exposed in the cross-rank reduction")
+print(f"2 ranks / 1 process: {two[0] / one[0]:.2f}x the tokens/s; last logged loss {one[2]:.4f} and {two[2]:.4f}")
+PY
+cmp "$out/one/model.safetensors" "$out/two/model.safetensors" && echo "model.safetensors: the same bits (cmp)"

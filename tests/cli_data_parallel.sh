@@ -38,6 +38,9 @@ for ranks in 2 4; do
     { cat "$dir/diff.txt"; fail "$ranks ranks printed other steps than 1 process with --accum 4"; }
   cmp "$dir/one/model.safetensors" "$out/model.safetensors" ||
     fail "$ranks ranks wrote another model than 1 process with --accum 4"
+  # Each logged step says how long it spent in the reduction across ranks.
+  grep -qE '"reduce_ms":0\.[0-9]*[1-9]|"reduce_ms":[1-9]' "$out/metrics.jsonl" ||
+    { head -3 "$out/metrics.jsonl"; fail "$ranks ranks: no reduce_ms in metrics.jsonl"; }
 done
 
 # A rank started with another --seed (MPMD syntax): refused at start-up, naming it.

@@ -188,9 +188,7 @@ models::TrainerHooks monitoring_hooks(TrainingMonitor& monitor) {
   hooks.gradients_ready = [&monitor](int64_t step) {
     if (monitor.is_log_step(step)) monitor.capture_gradients();  // a pass over every gradient: logged steps only
   };
-  hooks.step_done = [&monitor](const models::StepReport& r) {
-    monitor.step_done(r.step, r.epoch, r.loss, r.window_loss, r.tgt_tokens, r.lr);
-  };
+  hooks.step_done = [&monitor](const models::StepReport& r) { monitor.step_done(r); };
   hooks.evaluated = [&monitor](const models::Evaluation& e) {
     monitor.validation(e.step, e.epoch, e.val_loss, e.val_score);
     const std::string bleu = e.val_score ? fmt::format(", BLEU {:.2f}", *e.val_score) : "";

@@ -130,9 +130,12 @@ double TrainingMonitor::capture_gradients() {
   return global_norm_;
 }
 
-void TrainingMonitor::step_done(int64_t step, int64_t epoch, double loss, double window_loss, int64_t target_tokens,
-                                double lr) {
-  window_tokens_ += static_cast<double>(target_tokens);
+void TrainingMonitor::step_done(const models::StepReport& r) {
+  const int64_t step = r.step, epoch = r.epoch;
+  const double loss = r.loss, window_loss = r.window_loss, lr = r.lr;
+  window_tokens_ += static_cast<double>(r.tgt_tokens);
+  window_reduce_seconds_ += r.reduce_seconds;
+  ++window_steps_;
   const auto now = last_step_end_ = std::chrono::steady_clock::now();
   bar_.update(step, fmt::format("epoch {}  loss {:.4f}  lr {:.2e}", epoch, loss, lr));
   if (!is_log_step(step)) return;
@@ -163,6 +166,7 @@ void TrainingMonitor::step_done(int64_t step, int64_t epoch, double loss, double
           {"grad_norm", captured_ ? number(global_norm_) : nlohmann::json()},
           {"layers", layers},
           {"tokens_per_s", number(tokens_per_s)},
+          {"reduce_ms", number(1e3 * window_reduce_seconds_ / static_cast<double>(window_steps_))},
           {"peak_tensor_bytes", memory.peak_bytes_in_use},
           {"cached_tensor_bytes", memory.bytes_cached},
           {"rss_bytes", rss},
@@ -174,7 +178,8 @@ void TrainingMonitor::step_done(int64_t step, int64_t epoch, double loss, double
                   step, epoch, mean_loss, lr, global_norm_, tokens_per_s, memory.peak_bytes_in_use / 1048576.0,
                   memory.bytes_cached / 1048576.0, rss / 1048576.0));
   captured_ = false;
-  window_tokens_ = 0;
+  window_tokens_ = window_reduce_seconds_ = 0;
+  window_steps_ = 0;
   window_start_ = std::chrono::steady_clock::now();  // the line's own cost is not the next window's
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/models/trainer.h"
 #include "loom/nn.h"
 #include "progress.h"
 
@@ -49,8 +50,9 @@ class TrainingMonitor {
   double capture_gradients();
   // After the optimizer's step: advances the bar (with this step's loss); on a log
   // step prints and writes the line with window_loss, the trainer's mean per target
-  // token since the last log step (kept across a resume, so the lines match).
-  void step_done(int64_t step, int64_t epoch, double loss, double window_loss, int64_t target_tokens, double lr);
+  // token since the last log step (kept across a resume, so the lines match), and
+  // the window's mean time per step in the cross-rank reduction (reduce_ms).
+  void step_done(const models::StepReport& r);
   void validation(int64_t step, int64_t epoch, double val_loss, std::optional<double> bleu = {});
   // A line of text (epoch summaries...), printed above the bar.
   void print(const std::string& line) { bar_.print(line); }
@@ -73,7 +75,8 @@ class TrainingMonitor {
   std::vector<Layer> layers_;
   double global_norm_ = 0;
   bool captured_ = false;
-  double window_tokens_ = 0;
+  double window_tokens_ = 0, window_reduce_seconds_ = 0;
+  int64_t window_steps_ = 0;
   std::chrono::steady_clock::time_point start_, window_start_, last_step_end_;
   ProgressBar bar_;
 };

@@ -234,6 +234,7 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
     losses.add(loss_tokens);
   }
   // Across ranks on the communicator's device: the CPU, or (nccl) this rank's GPU.
+  const auto reduce_start = std::chrono::steady_clock::now();
   Tensor grad_sum = grads.result().to(comm_->device());
   comm_->all_reduce_sum(grad_sum, options_.reduce == "fast" ? dist::Reduce::fast : dist::Reduce::exact);
   set_flat_gradients(grad_sum);
@@ -241,6 +242,7 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
   Tensor loss_sum = losses.result().to(comm_->device());
   comm_->all_reduce_sum(loss_sum, dist::Reduce::exact);
   loss_sum = loss_sum.to(kCPU);
+  reduce_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count();
   return loss_sum.data<double>()[0] / loss_sum.data<double>()[1];
 }
 
@@ -310,7 +312,11 @@ bool Trainer::run(const TrainerHooks& hooks) {
         r.grad_norm = optim::grad_norm(params_);  // a pass over every gradient: only when reported
       r.lr = noam_->step();
       adam_->step();
+      const auto share_start = std::chrono::steady_clock::now();
       share_updated_parameters();
+      if (data_parallel())
+        r.reduce_seconds =
+            reduce_seconds_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - share_start).count();
       ++step_;
       batch_in_epoch_ += n;
       for (const Batch& b : update) r.src_tokens += b.src_tokens, r.tgt_tokens += b.tgt_tokens;

@@ -80,7 +80,10 @@ struct StepReport {
   int64_t src_tokens = 0, tgt_tokens = 0;  // real tokens in the update
   double lr = 0;
   std::optional<double> grad_norm;  // before clipping; on log steps or when clipping
-  bool log = false;                 // step % log_every == 0
+  // Data-parallel: seconds in the sums across ranks and (sharded) the parameters'
+  // broadcast, waiting for the slowest rank included; all of it exposed (no overlap yet).
+  double reduce_seconds = 0;
+  bool log = false;  // step % log_every == 0
 };
 
 struct Evaluation {
@@ -204,6 +207,7 @@ class Trainer {
   std::vector<Tensor> params_;
   std::vector<std::string> param_names_;
   std::vector<size_t> owned_;  // owned_by(this rank): what adam_ updates
+  double reduce_seconds_ = 0;  // the last update's StepReport::reduce_seconds
   std::unique_ptr<optim::Adam> adam_;
   std::unique_ptr<optim::Noam> noam_;
   std::vector<Batch> val_batches_;
