@@ -23,6 +23,16 @@ std::atomic<uint64_t> g_sequence{0};
 thread_local std::shared_ptr<const std::string> tls_scope;
 GradientAdder g_adder = nullptr;
 GradientDensifier g_densifier = nullptr;
+std::atomic<FrontendLine> g_frontend_line{nullptr};
+
+// The user's line of the op under way: the front end's, else the C++ call site.
+std::string user_line() {
+  if (FrontendLine line = g_frontend_line.load()) {
+    std::string text = line();
+    if (!text.empty()) return text;
+  }
+  return detail::where_text(CallSite::current());
+}
 }  // namespace
 
 namespace detail {
@@ -34,14 +44,19 @@ std::string where_text(const std::source_location& loc) {
   if (loc.line() == 0) return "an unknown location";
   return fmt::format("{}:{} ({})", loc.file_name(), loc.line(), loc.function_name());
 }
+
+std::string node_site(const Node& node) {
+  return node.frontend_line.empty() ? where_text(node.where) : node.frontend_line;
+}
 }  // namespace detail
-using detail::tls_backward_node, detail::tls_backward_passes, detail::tls_trace, detail::where_text;
+using detail::tls_backward_node, detail::tls_backward_passes, detail::tls_trace, detail::where_text, detail::node_site;
 
 bool grad_enabled() { return tls_grad_enabled; }
 bool in_backward() { return tls_backward_passes > 0; }
 void set_grad_enabled(bool enabled) { tls_grad_enabled = enabled; }
 bool anomaly_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
 void set_anomaly_enabled(bool enabled) { g_anomaly = enabled; }
+void set_frontend_line(FrontendLine line) { g_frontend_line = line; }
 
 CallSite::CallSite(const std::source_location& where) : outermost_(tls_callsite_depth == 0) {
   if (outermost_) tls_callsite = where;
@@ -193,7 +208,7 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
         "then), so the gradients computed from it would be wrong; clone it before writing to it, or write "
         "after backward. The op was called from {}",
         name, saved.input < 0 ? std::string("its output") : fmt::format("input {}", saved.input), meta.shape,
-        storage->version(), saved.version, where_text(where));
+        storage->version(), saved.version, node_site(*this));
   }
   BackwardContext ctx(*this);
   return backward(ctx, grad_output);
@@ -223,9 +238,9 @@ Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor o
   if (anomaly_enabled() && has_non_finite(output)) {
     if (tls_backward_node)
       fail("anomaly: the backward of {} produced NaN or Inf (in its {} step, shape {}); the op was called from {}",
-           tls_backward_node->name, name, output.shape(), where_text(tls_backward_node->where));
+           tls_backward_node->name, name, output.shape(), node_site(*tls_backward_node));
     fail("anomaly: {} produced NaN or Inf in its forward output (shape {}), called from {}", name, output.shape(),
-         where_text(CallSite::current()));
+         user_line());
   }
   if (!grad_enabled()) return output;
   bool any =
@@ -236,6 +251,8 @@ Tensor record(std::string_view name, const std::vector<Tensor>& inputs, Tensor o
   node->sequence = g_sequence++;
   node->where = CallSite::current();
   node->scope = tls_scope;
+  if (anomaly_enabled())
+    if (FrontendLine line = g_frontend_line.load()) node->frontend_line = line();
   node->backward = std::move(backward);
   for (const Tensor& in : inputs) {
     node->next.push_back(in.defined() ? gradient_edge(in) : nullptr);

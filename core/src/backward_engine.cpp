@@ -14,7 +14,7 @@
 
 namespace loom {
 
-using detail::tls_backward_node, detail::tls_backward_passes, detail::tls_trace, detail::where_text;
+using detail::tls_backward_node, detail::tls_backward_passes, detail::tls_trace, detail::node_site;
 
 namespace {
 
@@ -137,7 +137,7 @@ struct Engine {
           fail(
               "anomaly: the backward of {} produced NaN or Inf in the gradient of input {} (shape {}); "
               "the op was called from {}",
-              node->name, i, g.shape(), where_text(node->where));
+              node->name, i, g.shape(), node_site(*node));
         accumulate(next, g);
         if (--dependencies[next] == 0 && queued.insert(next).second) ready.push(next);
       }

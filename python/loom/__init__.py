@@ -6,6 +6,8 @@ loom.no_grad(), loom.grad); memory is shared with NumPy and PyTorch, never copie
 graph and are checked by the same gradcheck as the C++ registry.
 """
 import contextlib as _contextlib
+import os as _os
+import sys as _sys
 import functools as _functools
 
 import numpy as _np
@@ -85,10 +87,23 @@ def enable_grad():
     return _GradMode(True)
 
 
+def _user_line():
+    """The innermost caller outside loom's own package, as "file:line (function)":
+    what anomaly errors name (the C++ side asks, in anomaly mode only)."""
+    package = _os.path.dirname(_os.path.abspath(__file__))
+    frame = _sys._getframe(1)
+    while frame is not None and _os.path.abspath(frame.f_code.co_filename).startswith(package + _os.sep):
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+
+
 @_contextlib.contextmanager
 def detect_anomaly():
     """Inside, every op checks its output and every backward its gradients for NaN/Inf,
-    and raises loom.Error naming the op that made the first one."""
+    and raises loom.Error naming the op that made the first one and the Python line
+    that called it."""
     previous = is_anomaly_enabled()
     set_anomaly_enabled(True)
     try:

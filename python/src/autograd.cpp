@@ -47,6 +47,17 @@ Tensor record_python_op(const std::string& name, const std::vector<Tensor>& inpu
 void bind_autograd(py::module_& m) {
   m.def("is_grad_enabled", &grad_enabled);
   m.def("set_grad_enabled", &set_grad_enabled, py::arg("mode"));
+  // Anomaly errors name the user's Python line: loom._user_line() walks the stack
+  // past loom's own files (asked for in anomaly mode only; the op may have released the GIL).
+  set_frontend_line([]() -> std::string {
+    if (!Py_IsInitialized()) return {};
+    py::gil_scoped_acquire acquire;
+    try {
+      return py::module_::import("loom").attr("_user_line")().cast<std::string>();
+    } catch (const py::error_already_set&) {
+      return {};
+    }
+  });
   m.def("is_anomaly_enabled", &anomaly_enabled);
   m.def("set_anomaly_enabled", &set_anomaly_enabled, py::arg("mode"));
   m.def(

@@ -1,4 +1,6 @@
 """Errors as Python exceptions with the engine's message; explain and the graph picture."""
+import inspect
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,24 @@ def test_wrong_python_types_are_type_errors():
         loom.ops.add(loom.ones([2]), 3)
     with pytest.raises(TypeError):
         loom.sum([1, 2])
+
+
+def test_anomaly_mode_names_the_python_line():
+    here = __file__
+    x = loom.tensor([-1.0, 4.0], requires_grad=True)
+    with loom.detect_anomaly():
+        # A NaN in a forward output: the line that called the op.
+        line = inspect.currentframe().f_lineno + 2
+        with pytest.raises(loom.Error, match=rf"log produced NaN .* called from {here}:{line} \(test_anomaly"):
+            loom.log(x)
+        # An infinite gradient in backward (sqrt at 0): the line that recorded the op.
+        z = loom.tensor([0.0, 1.0], requires_grad=True)
+        line = inspect.currentframe().f_lineno + 1
+        y = loom.sqrt(z).sum()
+        with pytest.raises(loom.Error, match=rf"backward of sqrt produced NaN or Inf .* called from {here}:{line} "):
+            y.backward()
+    # Outside anomaly mode nothing is checked.
+    assert np.isnan(loom.log(x).detach().numpy()[0])
 
 
 def test_explain_gives_both_jacobians_as_arrays():

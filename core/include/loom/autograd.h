@@ -60,6 +60,11 @@ class AnomalyGuard {
  private:
   bool previous_;
 };
+// A front end's own user line (Python's: the calling file and line), asked for in
+// anomaly mode only: anomaly errors then name it, not the binding's C++ line.
+// Null (the default): the C++ call sites alone.
+using FrontendLine = std::string (*)();
+void set_frontend_line(FrontendLine line);
 
 // The user's source line for the op being called. Public ops take a
 // `std::source_location where = std::source_location::current()` parameter and
@@ -119,6 +124,7 @@ class Node : public std::enable_shared_from_this<Node> {
   TensorMeta output;
   std::source_location where;                 // the user code that recorded this node
   std::shared_ptr<const std::string> scope;   // the GraphScope it was recorded in (null: none)
+  std::string frontend_line;                  // anomaly mode with a front end (set_frontend_line): its user line
   uint64_t sequence = 0;                      // creation order: later nodes run first
   std::vector<TensorHook> hooks;              // hooks of the (non-leaf) output tensor
   std::weak_ptr<TensorImpl> retained_output;  // set by retain_grad()
