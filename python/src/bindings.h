@@ -23,6 +23,16 @@ void bind_models(py::module_& m);    // models.cpp: loom.nn, loom.optim, loom.mo
 // GIL, and after the interpreter has ended it is left alone.
 std::shared_ptr<py::object> hold(py::object object);
 
+// Runs an op with the GIL released (its kernels may take long; other Python threads
+// run meanwhile): Python arguments are converted before, the result after. Bindings
+// whose arguments are all C++ types take py::call_guard<py::gil_scoped_release>.
+template <typename Fn>
+auto released(Fn&& op) {
+  py::gil_scoped_release release;
+  return op();
+}
+using Release = py::call_guard<py::gil_scoped_release>;
+
 // Dims as PyTorch takes them: None (all), an int, or a sequence of ints.
 Shape dims_of(const py::object& dim);
 

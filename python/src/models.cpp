@@ -15,8 +15,6 @@ namespace loom::python {
 
 namespace {
 
-using Release = py::call_guard<py::gil_scoped_release>;
-
 // A model folder: the Transformer (eval mode) and its SentencePiece vocabulary.
 struct Translator {
   tools::ModelFolder folder;

@@ -14,8 +14,6 @@ namespace loom::python {
 
 namespace {
 
-using Release = py::call_guard<py::gil_scoped_release>;
-
 Tensor optional_tensor(const py::object& t) { return t.is_none() ? Tensor() : t.cast<Tensor>(); }
 
 TensorOptions options_of(const py::object& dtype, const std::string& device) {
@@ -62,19 +60,22 @@ void bind_ops(py::module_& m) {
   m.def(
       "zeros",
       [](const Shape& shape, const py::object& dtype, const std::string& device) {
-        return zeros(shape, options_of(dtype, device));
+        const TensorOptions options = options_of(dtype, device);
+        return released([&] { return zeros(shape, options); });
       },
       py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
   m.def(
       "ones",
       [](const Shape& shape, const py::object& dtype, const std::string& device) {
-        return ones(shape, options_of(dtype, device));
+        const TensorOptions options = options_of(dtype, device);
+        return released([&] { return ones(shape, options); });
       },
       py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
   m.def(
       "full",
       [](const Shape& shape, double value, const py::object& dtype, const std::string& device) {
-        return full(shape, value, options_of(dtype, device));
+        const TensorOptions options = options_of(dtype, device);
+        return released([&] { return full(shape, value, options); });
       },
       py::arg("shape"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
   m.def(
@@ -88,27 +89,43 @@ void bind_ops(py::module_& m) {
 
   // Reductions
   m.def(
-      "sum", [](const Tensor& x, const py::object& dim, bool keepdim) { return sum(x, dims_of(dim), keepdim); },
+      "sum",
+      [](const Tensor& x, const py::object& dim, bool keepdim) {
+        const Shape dims = dims_of(dim);
+        return released([&] { return sum(x, dims, keepdim); });
+      },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
   m.def(
-      "mean", [](const Tensor& x, const py::object& dim, bool keepdim) { return mean(x, dims_of(dim), keepdim); },
+      "mean",
+      [](const Tensor& x, const py::object& dim, bool keepdim) {
+        const Shape dims = dims_of(dim);
+        return released([&] { return mean(x, dims, keepdim); });
+      },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
   m.def(
-      "amax", [](const Tensor& x, const py::object& dim, bool keepdim) { return amax(x, dims_of(dim), keepdim); },
+      "amax",
+      [](const Tensor& x, const py::object& dim, bool keepdim) {
+        const Shape dims = dims_of(dim);
+        return released([&] { return amax(x, dims, keepdim); });
+      },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
   m.def(
       "logsumexp",
-      [](const Tensor& x, const py::object& dim, bool keepdim) { return logsumexp(x, dims_of(dim), keepdim); },
+      [](const Tensor& x, const py::object& dim, bool keepdim) {
+        const Shape dims = dims_of(dim);
+        return released([&] { return logsumexp(x, dims, keepdim); });
+      },
       py::arg("input"), py::arg("dim"), py::arg("keepdim") = false);
   m.def(
       "var",
       [](const Tensor& x, const py::object& dim, bool keepdim, int64_t correction) {
-        return var(x, dims_of(dim), keepdim, correction);
+        const Shape dims = dims_of(dim);
+        return released([&] { return var(x, dims, keepdim, correction); });
       },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false, py::arg("correction") = 1);
   m.def(
       "argmax", [](const Tensor& x, int64_t dim, bool keepdim) { return argmax(x, dim, keepdim); }, py::arg("input"),
-      py::arg("dim"), py::arg("keepdim") = false);
+      py::arg("dim"), py::arg("keepdim") = false, Release());
 
   // Products, shapes, joins
   m.def(
@@ -116,75 +133,83 @@ void bind_ops(py::module_& m) {
       Release());
   m.def(
       "cat", [](const std::vector<Tensor>& xs, int64_t dim) { return cat(xs, dim); }, py::arg("tensors"),
-      py::arg("dim") = 0);
+      py::arg("dim") = 0, Release());
   m.def(
       "stack", [](const std::vector<Tensor>& xs, int64_t dim) { return stack(xs, dim); }, py::arg("tensors"),
-      py::arg("dim") = 0);
+      py::arg("dim") = 0, Release());
   m.def(
       "split", [](const Tensor& x, int64_t size, int64_t dim) { return split(x, size, dim); }, py::arg("tensor"),
-      py::arg("split_size"), py::arg("dim") = 0);
+      py::arg("split_size"), py::arg("dim") = 0, Release());
   m.def(
       "reshape", [](const Tensor& x, const Shape& shape) { return reshape(x, shape); }, py::arg("input"),
-      py::arg("shape"));
+      py::arg("shape"), Release());
   m.def(
       "transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }, py::arg("input"),
-      py::arg("dim0"), py::arg("dim1"));
+      py::arg("dim0"), py::arg("dim1"), Release());
   m.def(
-      "permute", [](const Tensor& x, const Shape& dims) { return permute(x, dims); }, py::arg("input"),
-      py::arg("dims"));
+      "permute", [](const Tensor& x, const Shape& dims) { return permute(x, dims); }, py::arg("input"), py::arg("dims"),
+      Release());
   m.def(
       "pad", [](const Tensor& x, const Shape& pads, double value) { return pad(x, pads, value); }, py::arg("input"),
-      py::arg("pad"), py::arg("value") = 0.0);
+      py::arg("pad"), py::arg("value") = 0.0, Release());
   m.def(
       "triu", [](const Tensor& x, int64_t diagonal) { return triu(x, diagonal); }, py::arg("input"),
-      py::arg("diagonal") = 0);
+      py::arg("diagonal") = 0, Release());
   m.def(
       "tril", [](const Tensor& x, int64_t diagonal) { return tril(x, diagonal); }, py::arg("input"),
-      py::arg("diagonal") = 0);
+      py::arg("diagonal") = 0, Release());
 
   // Elementwise with attributes
   m.def(
-      "pow", [](const Tensor& x, double exponent) { return pow(x, exponent); }, py::arg("input"), py::arg("exponent"));
+      "pow", [](const Tensor& x, double exponent) { return pow(x, exponent); }, py::arg("input"), py::arg("exponent"),
+      Release());
   m.def(
       "clamp", [](const Tensor& x, double min, double max) { return clamp(x, min, max); }, py::arg("input"),
-      py::arg("min"), py::arg("max"));
+      py::arg("min"), py::arg("max"), Release());
   m.def(
       "where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); }, py::arg("condition"),
-      py::arg("input"), py::arg("other"));
+      py::arg("input"), py::arg("other"), Release());
   m.def(
       "masked_fill", [](const Tensor& x, const Tensor& mask, double value) { return masked_fill(x, mask, value); },
-      py::arg("input"), py::arg("mask"), py::arg("value"));
+      py::arg("input"), py::arg("mask"), py::arg("value"), Release());
 
   // Indexing
   m.def(
       "gather", [](const Tensor& x, int64_t dim, const Tensor& index) { return gather(x, dim, index); },
-      py::arg("input"), py::arg("dim"), py::arg("index"));
+      py::arg("input"), py::arg("dim"), py::arg("index"), Release());
   m.def(
       "index_select", [](const Tensor& x, int64_t dim, const Tensor& index) { return index_select(x, dim, index); },
-      py::arg("input"), py::arg("dim"), py::arg("index"));
+      py::arg("input"), py::arg("dim"), py::arg("index"), Release());
   m.def(
       "embedding",
       [](const Tensor& ids, const Tensor& weight, int64_t padding_idx) { return embedding(weight, ids, padding_idx); },
-      py::arg("input"), py::arg("weight"), py::arg("padding_idx") = -1);
+      py::arg("input"), py::arg("weight"), py::arg("padding_idx") = -1, Release());
 
   // The fused ops
   m.def(
       "softmax",
-      [](const Tensor& x, int64_t dim, const py::object& mask) { return softmax(x, dim, optional_tensor(mask)); },
+      [](const Tensor& x, int64_t dim, const py::object& mask) {
+        const Tensor m = optional_tensor(mask);
+        return released([&] { return softmax(x, dim, m); });
+      },
       py::arg("input"), py::arg("dim") = -1, py::arg("mask") = py::none());
   m.def(
       "log_softmax",
-      [](const Tensor& x, int64_t dim, const py::object& mask) { return log_softmax(x, dim, optional_tensor(mask)); },
+      [](const Tensor& x, int64_t dim, const py::object& mask) {
+        const Tensor m = optional_tensor(mask);
+        return released([&] { return log_softmax(x, dim, m); });
+      },
       py::arg("input"), py::arg("dim") = -1, py::arg("mask") = py::none());
   m.def(
       "layer_norm",
       [](const Tensor& x, const py::object& weight, const py::object& bias, double eps) {
-        return layer_norm(x, optional_tensor(weight), optional_tensor(bias), eps);
+        const Tensor w = optional_tensor(weight), b = optional_tensor(bias);
+        return released([&] { return layer_norm(x, w, b, eps); });
       },
       py::arg("input"), py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
   m.def(
       "dropout", [](const Tensor& x, double p, bool training) { return dropout(x, p, training); }, py::arg("input"),
-      py::arg("p") = 0.5, py::arg("training") = true);
+      py::arg("p") = 0.5, py::arg("training") = true, Release());
   m.def(
       "cross_entropy",
       [](const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction,
@@ -203,7 +228,8 @@ void bind_ops(py::module_& m) {
   m.def(
       "scaled_dot_product_attention",
       [](const Tensor& q, const Tensor& k, const Tensor& v, const py::object& mask) {
-        return scaled_dot_product_attention(q, k, v, optional_tensor(mask));
+        const Tensor m = optional_tensor(mask);
+        return released([&] { return scaled_dot_product_attention(q, k, v, m); });
       },
       py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none());
 }

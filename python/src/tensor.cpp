@@ -11,8 +11,6 @@ namespace loom::python {
 
 namespace {
 
-using Release = py::call_guard<py::gil_scoped_release>;
-
 // A shape as *args or as one sequence: x.view(2, 3) and x.view((2, 3)).
 Shape shape_of(const py::args& args) {
   if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<Shape>();
@@ -66,9 +64,15 @@ Tensor operand(const Tensor& like, const py::object& value) {
 
 template <Tensor (*op)(const Tensor&, const Tensor&, Where)>
 void binary(py::class_<Tensor>& cls, const char* name, const char* reflected) {
-  cls.def(name, [](const Tensor& a, const py::object& b) { return op(a, operand(a, b), Where::current()); });
+  cls.def(name, [](const Tensor& a, const py::object& b) {
+    const Tensor other = operand(a, b);
+    return released([&] { return op(a, other, Where::current()); });
+  });
   if (reflected)
-    cls.def(reflected, [](const Tensor& a, const py::object& b) { return op(operand(a, b), a, Where::current()); });
+    cls.def(reflected, [](const Tensor& a, const py::object& b) {
+      const Tensor other = operand(a, b);
+      return released([&] { return op(other, a, Where::current()); });
+    });
 }
 
 }  // namespace
@@ -145,16 +149,23 @@ void bind_tensor(py::module_& m) {
       .def("__bool__", [](const Tensor& t) { return scalar_of(t.to(DType::i64)).cast<int64_t>() != 0; })
       .def("__repr__", &Tensor::str)
       .def("is_contiguous", &Tensor::is_contiguous)
-      .def("contiguous", &Tensor::contiguous)
-      .def("clone", &Tensor::clone)
+      .def("contiguous", &Tensor::contiguous, Release())
+      .def("clone", &Tensor::clone, Release())
       .def("to",
            [](const Tensor& t, const py::object& target) {
-             if (py::isinstance<py::str>(target)) return t.to(parse_device(target.cast<std::string>()));
-             return t.to(target.cast<DType>());
+             if (py::isinstance<py::str>(target)) {
+               const Device device = parse_device(target.cast<std::string>());
+               return released([&] { return t.to(device); });
+             }
+             const auto dtype = target.cast<DType>();
+             return released([&] { return t.to(dtype); });
            })
-      .def("float", [](const Tensor& t) { return t.to(DType::f32); })
-      .def("double", [](const Tensor& t) { return t.to(DType::f64); })
-      .def("long", [](const Tensor& t) { return t.to(DType::i64); })
+      .def(
+          "float", [](const Tensor& t) { return t.to(DType::f32); }, Release())
+      .def(
+          "double", [](const Tensor& t) { return t.to(DType::f64); }, Release())
+      .def(
+          "long", [](const Tensor& t) { return t.to(DType::i64); }, Release())
       // Views and shape
       .def("view", [](const Tensor& t, const py::args& shape) { return t.view(shape_of(shape)); })
       .def("reshape", [](const Tensor& t, const py::args& shape) { return t.reshape(shape_of(shape)); })
@@ -170,37 +181,56 @@ void bind_tensor(py::module_& m) {
       .def("__getitem__", &index)
       // Reductions
       .def(
-          "sum", [](const Tensor& t, const py::object& dim, bool keepdim) { return t.sum(dims_of(dim), keepdim); },
+          "sum",
+          [](const Tensor& t, const py::object& dim, bool keepdim) {
+            const Shape dims = dims_of(dim);
+            return released([&] { return t.sum(dims, keepdim); });
+          },
           py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def(
-          "mean", [](const Tensor& t, const py::object& dim, bool keepdim) { return t.mean(dims_of(dim), keepdim); },
+          "mean",
+          [](const Tensor& t, const py::object& dim, bool keepdim) {
+            const Shape dims = dims_of(dim);
+            return released([&] { return t.mean(dims, keepdim); });
+          },
           py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def(
-          "amax", [](const Tensor& t, const py::object& dim, bool keepdim) { return t.amax(dims_of(dim), keepdim); },
+          "amax",
+          [](const Tensor& t, const py::object& dim, bool keepdim) {
+            const Shape dims = dims_of(dim);
+            return released([&] { return t.amax(dims, keepdim); });
+          },
           py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def(
           "logsumexp",
-          [](const Tensor& t, const py::object& dim, bool keepdim) { return t.logsumexp(dims_of(dim), keepdim); },
+          [](const Tensor& t, const py::object& dim, bool keepdim) {
+            const Shape dims = dims_of(dim);
+            return released([&] { return t.logsumexp(dims, keepdim); });
+          },
           py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def(
           "var",
           [](const Tensor& t, const py::object& dim, bool keepdim, int64_t correction) {
-            return t.var(dims_of(dim), keepdim, correction);
+            const Shape dims = dims_of(dim);
+            return released([&] { return t.var(dims, keepdim, correction); });
           },
           py::arg("dim") = py::none(), py::arg("keepdim") = false, py::arg("correction") = 1)
-      .def("softmax", &Tensor::softmax, py::arg("dim") = -1)
-      .def("log_softmax", &Tensor::log_softmax, py::arg("dim") = -1)
+      .def("softmax", &Tensor::softmax, py::arg("dim") = -1, Release())
+      .def("log_softmax", &Tensor::log_softmax, py::arg("dim") = -1, Release())
       // Elementwise
-      .def("exp", &Tensor::exp)
-      .def("log", &Tensor::log)
-      .def("tanh", &Tensor::tanh)
-      .def("relu", &Tensor::relu)
-      .def("abs", &Tensor::abs)
-      .def("sqrt", [](const Tensor& t) { return sqrt(t); })
-      .def("sigmoid", [](const Tensor& t) { return sigmoid(t); })
-      .def("pow", &Tensor::pow)
-      .def("__pow__", &Tensor::pow)
-      .def("__neg__", [](const Tensor& t) { return -t; })
+      .def("exp", &Tensor::exp, Release())
+      .def("log", &Tensor::log, Release())
+      .def("tanh", &Tensor::tanh, Release())
+      .def("relu", &Tensor::relu, Release())
+      .def("abs", &Tensor::abs, Release())
+      .def(
+          "sqrt", [](const Tensor& t) { return sqrt(t); }, Release())
+      .def(
+          "sigmoid", [](const Tensor& t) { return sigmoid(t); }, Release())
+      .def("pow", &Tensor::pow, Release())
+      .def("__pow__", &Tensor::pow, Release())
+      .def(
+          "__neg__", [](const Tensor& t) { return -t; }, Release())
       .def(
           "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, Release())
       .def(

@@ -111,3 +111,40 @@ def test_every_registered_op_is_a_function():
         assert callable(getattr(loom, name)), name
     x = loom.tensor([-1.0, 0.0, 2.0], dtype=loom.float64)
     np.testing.assert_allclose(loom.ops.softplus(x).numpy(), np.log1p(np.exp([-1.0, 0.0, 2.0])), rtol=1e-14)
+
+
+def test_ops_release_the_gil_while_they_run():
+    """Another Python thread runs while an op computes: the op started, then the main
+    thread ran, long before the op ended (an op holding the GIL would block it to the end)."""
+    import threading
+    import time
+
+    a, big = loom.randn([1200, 1200]), loom.randn([4000, 4000])
+    a.sum()  # warm: the first call loads kernels
+    calls = {
+        "a @ a": lambda: a @ a,
+        "loom.matmul": lambda: loom.matmul(a, a),
+        "loom.ops.matmul": lambda: loom.ops.matmul(a, a),
+        "big + big": lambda: big + big,
+        "big.to(float64)": lambda: big.to(loom.float64),
+        "big.sum(dim=1)": lambda: big.sum(dim=1),
+        "loom.softmax": lambda: loom.softmax(big, dim=-1),
+    }
+    for name, call in calls.items():
+        started, times = threading.Event(), {}
+
+        def worker():
+            started.set()
+            begin = time.perf_counter()
+            call()
+            times["op"] = (begin, time.perf_counter())
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        started.wait()
+        times["main ran"] = time.perf_counter()
+        thread.join()
+        begin, end = times["op"]
+        if end - begin < 0.02:
+            continue  # too fast to tell on this machine
+        assert times["main ran"] < end - 0.5 * (end - begin), f"{name}: the main thread waited for the op ({times})"
