@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "loom/backend.h"
+#include "loom/interrupt.h"
 #include "loom/kernel_table.h"
 #include "loom/standin.h"
 #include "loom/ops.h"
@@ -115,4 +116,14 @@ TEST_CASE("a device without a kernel for an op says so, naming op, device and dt
     CHECK_ERROR(exp(elsewhere), "exp: no kernel for device cuda:0 and dtype float32 in this build");
   }
   register_backend(DeviceType::cuda, nullptr);
+}
+
+TEST_CASE("request_interrupt: the next kernel call throws loom::Interrupted, once; clear_interrupt forgets it") {
+  const Tensor a = ones({4});
+  request_interrupt();
+  CHECK_THROWS_AS(add(a, a), Interrupted);
+  CHECK(add(a, a).sum().item<float>() == 8.0f);  // the request was consumed
+  request_interrupt();
+  clear_interrupt();
+  CHECK_NOTHROW(add(a, a));
 }

@@ -69,7 +69,7 @@ void bind_autograd(py::module_& m) {
           for (const auto& g : grad_outputs) seeds.push_back(g.is_none() ? Tensor() : g.cast<Tensor>());
         std::vector<Tensor> result;
         {
-          py::gil_scoped_release release;
+          ReleasedCall during;  // the GIL released, Ctrl-C stops it
           result = grad(outputs, inputs, seeds, {retain_graph || create_graph, create_graph, allow_unused});
         }
         py::list out;

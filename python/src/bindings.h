@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "loom/interrupt.h"
 #include "loom/tensor.h"
 
 namespace loom::python {
@@ -26,12 +27,18 @@ std::shared_ptr<py::object> hold(py::object object);
 // Runs an op with the GIL released (its kernels may take long; other Python threads
 // run meanwhile): Python arguments are converted before, the result after. Bindings
 // whose arguments are all C++ types take py::call_guard<py::gil_scoped_release>.
+// Ctrl-C stops such a call at its next kernel (loom/interrupt.h): a request made
+// before the call started is forgotten.
+struct ReleasedCall {
+  ReleasedCall() { clear_interrupt(); }
+  py::gil_scoped_release release;
+};
 template <typename Fn>
 auto released(Fn&& op) {
-  py::gil_scoped_release release;
+  ReleasedCall during;
   return op();
 }
-using Release = py::call_guard<py::gil_scoped_release>;
+using Release = py::call_guard<ReleasedCall>;
 
 // Dims as PyTorch takes them: None (all), an int, or a sequence of ints.
 Shape dims_of(const py::object& dim);

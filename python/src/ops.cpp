@@ -43,7 +43,7 @@ void bind_registry(py::module_ ops) {
                                    std::string(py::str(a.get_type().attr("__name__"))));
             inputs.push_back(a.cast<Tensor>());
           }
-          py::gil_scoped_release release;
+          ReleasedCall during;  // the GIL released, Ctrl-C stops it
           return call(inputs);
         },
         doc.c_str());

@@ -41,7 +41,7 @@ bool run_check(py::function fn, const py::object& inputs, double eps, double ato
   CheckResult result;
   {
     MultiFn f = multi_fn(std::move(fn));
-    py::gil_scoped_release release;
+    ReleasedCall during;  // the GIL released, Ctrl-C stops it
     result = check(f, args, {eps, atol, rtol});
   }
   if (!result.passed && raise_exception)

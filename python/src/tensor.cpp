@@ -137,7 +137,7 @@ void bind_tensor(py::module_& m) {
           "backward",
           [](const Tensor& t, const py::object& gradient, bool retain_graph, bool create_graph) {
             Tensor g = gradient.is_none() ? Tensor() : gradient.cast<Tensor>();
-            py::gil_scoped_release release;
+            ReleasedCall during;  // the GIL released, Ctrl-C stops it
             t.backward(g, retain_graph, create_graph);
           },
           py::arg("gradient") = py::none(), py::arg("retain_graph") = false, py::arg("create_graph") = false)

@@ -67,3 +67,39 @@ def test_graph_renders_with_gradient_norms():
     assert f"{np.linalg.norm([3.0, 3.0, 3.0]):.3g}" in g.dot  # the gradient into x, on its edge
     svg = g._repr_svg_()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+
+
+def test_ctrl_c_stops_a_long_call_between_kernels():
+    """SIGINT during a Transformer forward (one call, hundreds of kernels, the GIL
+    released) raises KeyboardInterrupt long before the call would have ended, and
+    loom works afterwards."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = r"""
+import time, loom
+model = loom.models.Transformer(loom.models.TransformerConfig.preset("tiny", 40))
+src = loom.tensor([[(i * 7 + j) % 37 + 3 for j in range(60)] for i in range(768)], dtype=loom.int64)
+times = []
+for _ in range(2):  # warm: the second call is what an uninterrupted one takes
+    start = time.perf_counter(); model(src, src); times.append(time.perf_counter() - start)
+print("ready", min(times), flush=True)
+start = time.perf_counter()
+try:
+    model(src, src)
+    print("finished", time.perf_counter() - start, flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.perf_counter() - start, flush=True)
+    print("after", (loom.ones([2]) + 1).tolist(), flush=True)
+"""
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=os.environ)
+    whole = float(child.stdout.readline().split()[1])
+    time.sleep(whole / 5)
+    child.send_signal(signal.SIGINT)
+    out = child.communicate(timeout=120)[0].split("\n")
+    assert out[0].startswith("interrupted"), out
+    assert float(out[0].split()[1]) < 0.6 * whole, (whole, out)
+    assert out[1] == "after [2.0, 2.0]", out

@@ -18,6 +18,7 @@
 
 #include "loom/device.h"
 #include "loom/dtype.h"
+#include "loom/interrupt.h"
 #include "loom/kernel_profile.h"
 
 namespace loom {
@@ -72,6 +73,7 @@ class Kernel {
   Kernel(Fn fn, std::string_view op) : fn_(fn), op_(op) {}
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) const {
+    detail::check_interrupt();  // a relaxed load: request_interrupt() stops a long run between kernels
     KernelScope scope;
     detail::KernelTimer timer(op_);
     return fn_(std::forward<Args>(args)...);
