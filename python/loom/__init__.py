@@ -7,6 +7,7 @@ graph and are checked by the same gradcheck as the C++ registry.
 """
 import contextlib as _contextlib
 import os as _os
+import re as _re
 import sys as _sys
 import functools as _functools
 
@@ -20,6 +21,54 @@ from ._loom import (Error, Tensor, dtype, ops, from_numpy, from_dlpack, zeros, o
                     embedding, softmax, log_softmax, layer_norm, dropout, cross_entropy,
                     scaled_dot_product_attention, is_grad_enabled, set_grad_enabled, is_anomaly_enabled,
                     set_anomaly_enabled, gradcheck, gradgradcheck, op_names, GradientTrace)
+
+
+
+def _argument_problem(signature, args, kwargs):
+    """Which argument a pybind11 signature line "(input: loom._loom.Tensor, dim: int = -1, ...)"
+    refuses, as "argument 'dim' must be int, got str ('x')"; None when none stands out."""
+    params = [p.split(":", 1) for p in _re.findall(r"(\w+: [\w.\[\], ]+?)(?: = [^,]+)?(?:, |\)$)", signature)]
+    checks = {"loom._loom.Tensor": lambda v: isinstance(v, Tensor), "int": lambda v: isinstance(v, int),
+              "float": lambda v: isinstance(v, (int, float)), "bool": lambda v: isinstance(v, (bool, int)),
+              "str": lambda v: isinstance(v, str), "object": lambda v: True,
+              "List[int]": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, int) for x in v),
+              "List[loom._loom.Tensor]": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, Tensor)
+                                                                                     for x in v)}
+    given = dict(zip((name for name, _ in params), args))
+    given.update(kwargs)
+    for name, kind in params:
+        kind = kind.strip()
+        if name in given and not checks.get(kind, lambda v: True)(given[name]):
+            value = repr(given[name])
+            shown = kind.replace("loom._loom.", "loom.")
+            return f"argument '{name}' must be {shown}, got {type(given[name]).__name__} ({value[:40]})"
+    return None
+
+
+def _naming_arguments(function):
+    """`function` (a pybind11 builtin), whose TypeError on arguments of the wrong type
+    names the argument and what it got instead of only listing the signature."""
+    @_functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except TypeError as e:
+            text = str(e)
+            if "incompatible function arguments" not in text:
+                raise
+            signature = text.split("\n")[1].strip().split(". ", 1)[-1].split(" -> ")[0]
+            problem = _argument_problem(signature, args, kwargs)
+            if problem is None:
+                raise
+            raise TypeError(f"loom.{function.__name__}: {problem}") from None
+    return call
+
+
+for _name in ("zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "sum", "mean", "amax", "logsumexp",
+              "var", "argmax", "matmul", "cat", "stack", "split", "reshape", "transpose", "permute", "pad", "triu",
+              "tril", "pow", "clamp", "where", "masked_fill", "gather", "index_select", "embedding", "softmax",
+              "log_softmax", "layer_norm", "dropout", "cross_entropy", "scaled_dot_product_attention"):
+    globals()[_name] = _naming_arguments(globals()[_name])
 
 float32, float64, int32, int64, bfloat16 = dtype.float32, dtype.float64, dtype.int32, dtype.int64, dtype.bfloat16
 bool = dtype.bool  # noqa: A001 (loom.bool, as torch.bool)

@@ -25,7 +25,7 @@ std::vector<Tensor> gradients_from(const py::object& result, size_t inputs, cons
       grads.push_back(items[i].cast<Tensor>());
     else
       throw py::type_error(name + ".backward: gradient " + std::to_string(i) + " must be a loom.Tensor or None, got " +
-                           std::string(py::str(items[i].get_type().attr("__name__"))));
+                           type_name(items[i]));
   }
   return grads;
 }

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <string>
 
 #include "loom/interrupt.h"
 #include "loom/tensor.h"
@@ -40,10 +41,15 @@ auto released(Fn&& op) {
 }
 using Release = py::call_guard<ReleasedCall>;
 
-// Dims as PyTorch takes them: None (all), an int, or a sequence of ints.
+// A Python value's type name, for TypeErrors.
+std::string type_name(const py::handle& value);
+
+// Dims as PyTorch takes them: None (all), an int, or a sequence of ints (else a
+// TypeError naming 'dim').
 Shape dims_of(const py::object& dim);
 
-// The dtype named by a Python value: a loom dtype or None (-> fallback).
+// The dtype named by a Python value: a loom dtype or None (-> fallback); else a
+// TypeError naming 'dtype'.
 DType dtype_or(const py::handle& dtype, DType fallback);
 
 }  // namespace loom::python

@@ -14,7 +14,13 @@ namespace loom::python {
 
 namespace {
 
-Tensor optional_tensor(const py::object& t) { return t.is_none() ? Tensor() : t.cast<Tensor>(); }
+// An optional tensor argument (a mask, a weight): a loom.Tensor or None.
+Tensor optional_tensor(const py::object& t, const char* name) {
+  if (t.is_none()) return Tensor();
+  if (!py::isinstance<Tensor>(t))
+    throw py::type_error(std::string("argument '") + name + "' must be a loom.Tensor or None, got " + type_name(t));
+  return t.cast<Tensor>();
+}
 
 TensorOptions options_of(const py::object& dtype, const std::string& device) {
   return {dtype_or(dtype, DType::f32), parse_device(device)};
@@ -39,8 +45,7 @@ void bind_registry(py::module_ ops) {
           for (const auto& a : args) {
             if (!py::isinstance<Tensor>(a))
               throw py::type_error("loom.ops." + name + ": argument " + std::to_string(inputs.size() + 1) +
-                                   " must be a loom.Tensor, got " +
-                                   std::string(py::str(a.get_type().attr("__name__"))));
+                                   " must be a loom.Tensor, got " + type_name(a));
             inputs.push_back(a.cast<Tensor>());
           }
           ReleasedCall during;  // the GIL released, Ctrl-C stops it
@@ -189,21 +194,21 @@ void bind_ops(py::module_& m) {
   m.def(
       "softmax",
       [](const Tensor& x, int64_t dim, const py::object& mask) {
-        const Tensor m = optional_tensor(mask);
+        const Tensor m = optional_tensor(mask, "mask");
         return released([&] { return softmax(x, dim, m); });
       },
       py::arg("input"), py::arg("dim") = -1, py::arg("mask") = py::none());
   m.def(
       "log_softmax",
       [](const Tensor& x, int64_t dim, const py::object& mask) {
-        const Tensor m = optional_tensor(mask);
+        const Tensor m = optional_tensor(mask, "mask");
         return released([&] { return log_softmax(x, dim, m); });
       },
       py::arg("input"), py::arg("dim") = -1, py::arg("mask") = py::none());
   m.def(
       "layer_norm",
       [](const Tensor& x, const py::object& weight, const py::object& bias, double eps) {
-        const Tensor w = optional_tensor(weight), b = optional_tensor(bias);
+        const Tensor w = optional_tensor(weight, "weight"), b = optional_tensor(bias, "bias");
         return released([&] { return layer_norm(x, w, b, eps); });
       },
       py::arg("input"), py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
@@ -228,7 +233,7 @@ void bind_ops(py::module_& m) {
   m.def(
       "scaled_dot_product_attention",
       [](const Tensor& q, const Tensor& k, const Tensor& v, const py::object& mask) {
-        const Tensor m = optional_tensor(mask);
+        const Tensor m = optional_tensor(mask, "mask");
         return released([&] { return scaled_dot_product_attention(q, k, v, m); });
       },
       py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none());

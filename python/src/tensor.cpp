@@ -46,8 +46,7 @@ Tensor index(const Tensor& x, const py::object& key) {
     } else if (py::isinstance<py::int_>(item)) {
       out = out.select(d, item.cast<int64_t>());
     } else {
-      throw py::type_error("index: expected an int, a slice, None or ..., got " +
-                           std::string(py::str(item.get_type().attr("__name__"))));
+      throw py::type_error("index: expected an int, a slice, None or ..., got " + type_name(item));
     }
   }
   return out;
@@ -58,8 +57,7 @@ Tensor operand(const Tensor& like, const py::object& value) {
   if (py::isinstance<Tensor>(value)) return value.cast<Tensor>();
   if (py::isinstance<py::float_>(value) || py::isinstance<py::int_>(value))
     return full(Shape{}, value.cast<double>(), {like.dtype(), like.device()});
-  throw py::type_error("expected a loom.Tensor or a number, got " +
-                       std::string(py::str(value.get_type().attr("__name__"))));
+  throw py::type_error("expected a loom.Tensor or a number, got " + type_name(value));
 }
 
 template <Tensor (*op)(const Tensor&, const Tensor&, Where)>
@@ -77,13 +75,25 @@ void binary(py::class_<Tensor>& cls, const char* name, const char* reflected) {
 
 }  // namespace
 
+std::string type_name(const py::handle& value) { return py::str(value.get_type().attr("__name__")); }
+
 Shape dims_of(const py::object& dim) {
   if (dim.is_none()) return {};
   if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
-  return dim.cast<Shape>();
+  try {
+    return dim.cast<Shape>();
+  } catch (const py::cast_error&) {
+    throw py::type_error("argument 'dim' must be None, an int or a sequence of ints, got " + type_name(dim));
+  }
 }
 
-DType dtype_or(const py::handle& dtype, DType fallback) { return dtype.is_none() ? fallback : dtype.cast<DType>(); }
+DType dtype_or(const py::handle& dtype, DType fallback) {
+  if (dtype.is_none()) return fallback;
+  if (!py::isinstance<DType>(dtype))
+    throw py::type_error("argument 'dtype' must be a loom dtype (loom.float32, loom.int64...) or None, got " +
+                         type_name(dtype));
+  return dtype.cast<DType>();
+}
 
 void bind_tensor(py::module_& m) {
   py::enum_<DType>(m, "dtype")
@@ -157,7 +167,8 @@ void bind_tensor(py::module_& m) {
                const Device device = parse_device(target.cast<std::string>());
                return released([&] { return t.to(device); });
              }
-             const auto dtype = target.cast<DType>();
+             if (target.is_none()) throw py::type_error("Tensor.to: give a dtype or a device name, got None");
+             const DType dtype = dtype_or(target, DType::f32);
              return released([&] { return t.to(dtype); });
            })
       .def(

@@ -20,8 +20,19 @@ def test_wrong_python_types_are_type_errors():
         loom.ones([2]) + "x"
     with pytest.raises(TypeError, match="argument 2 must be a loom.Tensor"):
         loom.ops.add(loom.ones([2]), 3)
-    with pytest.raises(TypeError):
+    # Each names the argument it refuses, and what it got.
+    with pytest.raises(TypeError, match=r"loom.sum: argument 'input' must be loom.Tensor, got list"):
         loom.sum([1, 2])
+    with pytest.raises(TypeError, match=r"loom.softmax: argument 'dim' must be int, got str \('x'\)"):
+        loom.softmax(loom.ones([2]), dim="x")
+    with pytest.raises(TypeError, match=r"argument 'dim' must be None, an int or a sequence of ints, got str"):
+        loom.ones([2]).sum(dim="a")
+    with pytest.raises(TypeError, match=r"argument 'dtype' must be a loom dtype .* got str"):
+        loom.zeros([2], dtype="float32")
+    with pytest.raises(TypeError, match=r"argument 'mask' must be a loom.Tensor or None, got int"):
+        loom.softmax(loom.ones([2]), mask=3)
+    with pytest.raises(TypeError, match=r"loom.cat: argument 'tensors' must be List\[loom.Tensor\], got list"):
+        loom.cat([loom.ones([1]), 2])
 
 
 def test_anomaly_mode_names_the_python_line():
