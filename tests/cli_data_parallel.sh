@@ -85,6 +85,15 @@ shard=$(grep -oE "^optimizer state: Adam's moments sharded, [0-9.]+ MiB on rank 
   "$dir/sharded4-then-2.log" | awk '{print $6, $12}')
 awk -v s="$shard" 'BEGIN { split(s, m, " "); exit !(m[1] > 0 && m[1] < m[2] / 2) }' ||
   { cat "$dir/sharded4-then-2.log"; fail "--shard-optimizer: rank 0 keeps no less than half the moments ($shard)"; }
+# Checkpoints by time (--save-minutes) on 2 sharded ranks: each rank's clock, saved when
+# any says so, so the collective save never leaves a rank waiting.
+mkdir "$dir/timed"
+cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$dir/timed"/
+timeout 60 "${mpiexec[@]}" -n 2 "$loom" train "${common[@]}" --out "$dir/timed" --accum 2 --shard-optimizer \
+  --save-minutes 0.00001 --max-steps 3 > "$dir/timed.log" 2>&1 || { cat "$dir/timed.log"; fail "--save-minutes: failed"; }
+[[ $(grep -c "validation loss .*saved" "$dir/timed.log") -ge 3 ]] ||
+  { cat "$dir/timed.log"; fail "--save-minutes on 2 sharded ranks: fewer than 3 checkpoints in 3 steps"; }
+
 # Refused, naming why: an --accum that changes the update, and a one-process run
 # (--reduce off) on 2 ranks.
 rc=0

@@ -276,14 +276,18 @@ void Trainer::check_finite_parameters(const char* when) const {
 }
 
 // ---- the loop ----
-bool Trainer::stop_requested(const TrainerHooks& hooks) {
-  const bool here = hooks.stop && hooks.stop->load();
+bool Trainer::any_rank(bool here) {
   if (comm_->world_size() == 1) return here;
-  // A signal reaches the ranks at different moments: all stop after the same update.
   Tensor any = Tensor::empty({1}, {DType::f64, kCPU});
   any.data<double>()[0] = here ? 1 : 0;
+  any = any.to(comm_->device());  // the communicator's device: the CPU, or (nccl) this rank's GPU
   comm_->all_reduce_sum(any, dist::Reduce::fast);
-  return any.data<double>()[0] > 0;
+  return any.to(kCPU).data<double>()[0] > 0;
+}
+
+bool Trainer::stop_requested(const TrainerHooks& hooks) {
+  // A signal reaches the ranks at different moments: all stop after the same update.
+  return any_rank(hooks.stop && hooks.stop->load());
 }
 
 bool Trainer::run(const TrainerHooks& hooks) {
@@ -328,9 +332,11 @@ bool Trainer::run(const TrainerHooks& hooks) {
       }
       if (hooks.step_done) hooks.step_done(r);
       const bool by_steps = options_.save_every > 0 && step_ % options_.save_every == 0;
-      const bool by_time = options_.save_minutes > 0 &&
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_).count() >=
-                               options_.save_minutes * 60;
+      // Each rank's clock: saved when any rank's says so (a sharded save is a collective).
+      const bool by_time =
+          options_.save_minutes > 0 &&
+          any_rank(std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_).count() >=
+                   options_.save_minutes * 60);
       if ((by_steps || by_time) && batch_in_epoch_ < count) save_checkpoint(hooks, false);
       if (stop_requested(hooks)) {
         check_finite_parameters("interrupted");

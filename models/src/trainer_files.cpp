@@ -62,6 +62,7 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   const Moments moments = optimizer_moments();  // a collective when sharded: every rank, before rank 0 writes
   if (!is_main_rank()) {                        // rank 0 evaluates and writes; the others' parameters are the same bits
     last_checkpoint_step_ = step_;
+    last_save_time_ = std::chrono::steady_clock::now();  // every rank's clock restarts with rank 0's save
     return;
   }
   Evaluation e{.step = step_, .epoch = epoch_end ? epoch_ - 1 : epoch_, .epoch_end = epoch_end};

@@ -187,6 +187,7 @@ class Trainer {
   double accumulate_data_parallel(const std::vector<Batch>& batches, int64_t step);
   Tensor flat_gradients() const;  // every parameter's .grad (zeros if none) in one CPU buffer
   void set_flat_gradients(const Tensor& flat);
+  bool any_rank(bool here);                        // whether `here` holds on any rank: a collective
   bool stop_requested(const TrainerHooks& hooks);  // on any rank: a collective when data-parallel
   void save_checkpoint(const TrainerHooks& hooks, bool epoch_end);
   void save_state(const Moments& moments);
