@@ -74,8 +74,16 @@ void copy_back(const Tensor& host, Tensor& t) {
     backend(t.device().type).copy(t.raw_data(), t.device(), host.raw_data(), Device::cpu(), bytes_of(t));
 }
 
-std::mutex g_backends_mutex;
-std::map<std::string, CommunicatorFactory, std::less<>> g_backends;  // registered at load time
+// Registered at load time, maybe before this file's globals exist (static
+// libraries): built on first use.
+struct Backends {
+  std::mutex mutex;
+  std::map<std::string, CommunicatorFactory, std::less<>> makers;
+};
+Backends& backends() {
+  static Backends registry;
+  return registry;
+}
 
 }  // namespace
 
@@ -198,13 +206,13 @@ std::unique_ptr<Communicator> detail::make_mpi_communicator() {
 #endif
 
 void register_communicator_backend(std::string_view name, CommunicatorFactory make) {
-  std::lock_guard lock(g_backends_mutex);
-  g_backends[std::string(name)] = make;
+  std::lock_guard lock(backends().mutex);
+  backends().makers[std::string(name)] = make;
 }
 
 bool has_communicator_backend(std::string_view name) {
-  std::lock_guard lock(g_backends_mutex);
-  return g_backends.contains(name);
+  std::lock_guard lock(backends().mutex);
+  return backends().makers.contains(name);
 }
 
 std::unique_ptr<Communicator> make_communicator(std::string_view backend) {
@@ -214,9 +222,9 @@ std::unique_ptr<Communicator> make_communicator(std::string_view backend) {
     CommunicatorFactory make = nullptr;
     std::string known = "auto, self, mpi";
     {
-      std::lock_guard lock(g_backends_mutex);
-      if (auto it = g_backends.find(backend); it != g_backends.end()) make = it->second;
-      for (const auto& [name, factory] : g_backends) known += ", " + name;
+      std::lock_guard lock(backends().mutex);
+      if (auto it = backends().makers.find(backend); it != backends().makers.end()) make = it->second;
+      for (const auto& [name, factory] : backends().makers) known += ", " + name;
     }
     LOOM_CHECK(make != nullptr, "make_communicator: unknown backend '{}' (this loom has: {}{})", backend, known,
                backend == "nccl" ? "; nccl comes with the CUDA layer built where CMake finds NCCL" : "");
