@@ -5,10 +5,12 @@
 #   bench/dp.sh --ranks 4     at 4 ranks (a power of two: the exact tree needs one)
 #   bench/dp.sh --rounds 90   more alternated rounds (default 30; sizes over 4 MiB take a third)
 #   bench/dp.sh --train       then training: the small preset on Multi30k, STEPS updates (default 40)
-#                             of 2 micro-batches, 1 process x 2 threads against 2 ranks x 1 thread
-#                             (the same model bits): target tokens/s, and the time per step in the
-#                             cross-rank reduction (all of it exposed: no overlap yet), medians over
-#                             the logged steps after the first 5
+#                             of 2 micro-batches, 1 process x 2 threads against 2 ranks x 1 thread,
+#                             with the reduction overlapping backward (--overlap on, the default) and
+#                             after it (off), all three the same model bits: target tokens/s, the
+#                             time per step in the cross-rank reduction (comm_ms) and the part of it
+#                             the step waited for (exposed, reduce_ms), medians over the logged
+#                             steps after the first 5
 # Environment: ALLREDUCE (default build/bench/loom_bench_allreduce, built where CMake finds
 # Open MPI), MPIEXEC (default mpiexec), LOOM (build/tools/loom), DATA (../shared/data/multi30k). Root needs --allow-run-as-root, and more ranks than
 # cores --oversubscribe: both are passed (with more ranks than cores, the small sizes time
@@ -47,21 +49,28 @@ common=(train --data "$data" --preset small --max-steps "$steps" --log-every 1 -
 echo "bench/dp.sh: training, small preset, $steps updates of 2 micro-batches; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 OMP_NUM_THREADS=2 "$loom" "${common[@]}" --threads 2 --accum 2 --out "$out/one" > "$out/one.log" 2>&1 ||
   { cat "$out/one.log"; exit 1; }
-mkdir "$out/two"
-cp "$out"/one/spm.model "$out"/one/spm.source.json "$out/two"/
-"$mpiexec" --allow-run-as-root --oversubscribe -n 2 "$loom" "${common[@]}" --threads 1 --accum 1 --out "$out/two" \
-  > "$out/two.log" 2>&1 || { cat "$out/two.log"; exit 1; }
+for overlap in on off; do
+  mkdir "$out/two-$overlap"
+  cp "$out"/one/spm.model "$out"/one/spm.source.json "$out/two-$overlap"/
+  "$mpiexec" --allow-run-as-root --oversubscribe -n 2 "$loom" "${common[@]}" --threads 1 --accum 1 \
+    --overlap "$overlap" --out "$out/two-$overlap" > "$out/two-$overlap.log" 2>&1 || { cat "$out/two-$overlap.log"; exit 1; }
+done
 python3 - "$out" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
 def medians(run):
     rows = [json.loads(l) for l in open(f"{out}/{run}/metrics.jsonl")]
     train = [r for r in rows if r.get("type") == "train" and r["step"] > 5]
-    return (statistics.median(r["tokens_per_s"] for r in train), statistics.median(r["reduce_ms"] for r in train),
-            train[-1]["loss"])
-one, two = medians("one"), medians("two")
-print(f"1 process x 2 threads (--accum 2): {one[0]:.0f} target tokens/s, {one[1]:.2f} ms/step in the (one-rank) reduction")
-print(f"2 ranks x 1 thread (--accum 1):    {two[0]:.0f} target tokens/s, {two[1]:.2f} ms/step exposed in the cross-rank reduction")
-print(f"2 ranks / 1 process: {two[0] / one[0]:.2f}x the tokens/s; last logged loss {one[2]:.4f} and {two[2]:.4f}")
+    return (statistics.median(r["tokens_per_s"] for r in train), statistics.median(r["comm_ms"] for r in train),
+            statistics.median(r["reduce_ms"] for r in train), train[-1]["loss"])
+one = medians("one")
+print(f"1 process x 2 threads (--accum 2):  {one[0]:.0f} target tokens/s, the (one-rank) reduction {one[1]:.2f} ms/step, "
+      f"{one[2]:.2f} exposed")
+for overlap in ("on", "off"):
+    two = medians(f"two-{overlap}")
+    print(f"2 ranks x 1 thread, --overlap {overlap}: {two[0]:.0f} target tokens/s ({two[0] / one[0]:.2f}x), the cross-rank "
+          f"reduction {two[1]:.2f} ms/step, {two[2]:.2f} exposed; last logged loss {two[3]:.4f} ({one[3]:.4f})")
 PY
-cmp "$out/one/model.safetensors" "$out/two/model.safetensors" && echo "model.safetensors: the same bits (cmp)"
+for overlap in on off; do
+  cmp "$out/one/model.safetensors" "$out/two-$overlap/model.safetensors"
+done && echo "model.safetensors: the same bits in all three runs (cmp)"

@@ -43,6 +43,22 @@ for ranks in 2 4; do
     { head -3 "$out/metrics.jsonl"; fail "$ranks ranks: no reduce_ms in metrics.jsonl"; }
 done
 
+# Small buckets summed while backward runs (a communication thread) or after it: the same bits.
+for overlap in on off; do
+  out="$dir/buckets-$overlap"
+  mkdir "$out"
+  cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$out"/
+  timeout 60 "${mpiexec[@]}" -n 2 "$loom" train "${common[@]}" --out "$out" --accum 2 --bucket-mb 0.004 \
+    --overlap $overlap > "$out.log" 2>&1 || { cat "$out.log"; fail "2 ranks, --overlap $overlap: failed"; }
+  when=$([[ $overlap == on ]] && echo "while backward runs \(a communication thread\)" || echo "after backward")
+  grep -qE "^gradient buckets: [0-9]{2,} of up to 0.004 MiB, summed across ranks $when$" "$out.log" ||
+    { cat "$out.log"; fail "2 ranks, --overlap $overlap: no 'gradient buckets' line"; }
+  cmp "$dir/one/model.safetensors" "$out/model.safetensors" ||
+    fail "2 ranks, buckets of 0.004 MiB, --overlap $overlap: another model than 1 process"
+  grep -qE '"comm_ms":0\.[0-9]*[1-9]|"comm_ms":[1-9]' "$out/metrics.jsonl" ||
+    { head -3 "$out/metrics.jsonl"; fail "2 ranks, --overlap $overlap: no comm_ms in metrics.jsonl"; }
+done
+
 # A rank started with another --seed (MPMD syntax): refused at start-up, naming it.
 rc=0
 timeout 60 "${mpiexec[@]}" -n 1 "$loom" train "${common[@]}" --out "$dir/mismatch" : \

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "loom/backend.h"
+#include "loom/autograd.h"
 #include "loom/dist.h"
 #include "loom/kernel_table.h"
 #include "loom/standin.h"
@@ -145,6 +146,26 @@ TEST_CASE("tree_sum: the accumulator reads each gradient during add() only") {
   }
   CHECK(same_bits(sum.result(), tree_sum(grads)));
   CHECK(error_of([&] { sum.result(); }) == "tree_sum: the sum was already taken");
+}
+
+TEST_CASE("tree_sum: the last micro-batch finished in pieces has the bits of add() and result()") {
+  for (int64_t count = 1; count <= 7; ++count) {
+    CAPTURE(count);
+    const std::vector<Tensor> grads = micro_batches(count, 50, f32);
+    TreeAccumulator sum(count);
+    for (int64_t i = 0; i + 1 < count; ++i) sum.add(grads[i]);
+    Tensor last = tensor_of(grads.back().to_vector<float>());  // finished in place, as GradientReducer does
+    for (auto [begin, n] : {std::pair<int64_t, int64_t>{0, 17}, {17, 33}}) {
+      Tensor piece = Tensor::make_view(last, {n}, {1}, begin);
+      sum.finish_range(piece, begin, piece);
+    }
+    CHECK(same_bits(last, tree_sum(grads)));
+  }
+  TreeAccumulator early(3);
+  early.add(random_tensor(4, f32, 1));
+  Tensor piece = random_tensor(4, f32, 2);
+  CHECK(error_of([&] { early.finish_range(piece, 0, piece); }) ==
+        "tree_sum: a range of the last micro-batch after 1 of 3 micro-batches");
 }
 
 TEST_CASE("tree_sum: refusals name the op and the micro-batch") {
@@ -402,4 +423,83 @@ TEST_CASE("ranks: the exact mode needs a power-of-two world size; fast takes any
     comm->all_reduce_sum(ones, Reduce::fast);
   }
   CHECK(ones.to_vector<float>() == std::vector<float>(7, static_cast<float>(world)));
+}
+
+namespace {
+
+// Parameters of several sizes; micro-batch g's gradient of parameter k is random,
+// except that odd micro-batches never reach parameter 2 (it gets zeros from them).
+const std::vector<int64_t> kParameterSizes = {7, 300, 1, 5000, 64};
+Tensor micro_batch_gradient(int64_t g, size_t k) {
+  if (k == 2 && g % 2 == 1) return Tensor();
+  return random_tensor(kParameterSizes[k], f32, 7000 + 10 * static_cast<uint64_t>(g) + k);
+}
+Tensor flat_gradient(int64_t g) {  // what the reducer should collect from micro-batch g
+  std::vector<float> flat;
+  for (size_t k = 0; k < kParameterSizes.size(); ++k) {
+    const Tensor grad = micro_batch_gradient(g, k);
+    const std::vector<float> part = grad.defined() ? grad.to_vector<float>() : std::vector<float>(kParameterSizes[k]);
+    flat.insert(flat.end(), part.begin(), part.end());
+  }
+  return tensor_of(flat);
+}
+
+// Backward through one recorded node whose gradients are micro-batch g's.
+void backward_of_micro_batch(const std::vector<Tensor>& params, int64_t g) {
+  std::vector<Tensor> inputs;
+  std::vector<size_t> reached;
+  for (size_t k = 0; k < params.size(); ++k)
+    if (micro_batch_gradient(g, k).defined()) inputs.push_back(params[k]), reached.push_back(k);
+  Tensor out = record("micro_batch", inputs, Tensor::empty({1}, {f32}), [g, reached](BackwardContext&, const Tensor&) {
+    std::vector<Tensor> grads;
+    for (size_t k : reached) grads.push_back(micro_batch_gradient(g, k));
+    return grads;
+  });
+  out.backward();
+  for (const Tensor& p : params) p.set_grad(Tensor());
+}
+
+}  // namespace
+
+TEST_CASE("ranks: GradientReducer sums the hooked gradients in buckets with tree_sum's bits, overlapped or not") {
+  auto comm = make_communicator("auto");
+  const int rank = comm->rank(), world = comm->world_size();
+  std::vector<Tensor> params;
+  for (int64_t n : kParameterSizes) params.push_back(Tensor::empty({n}, {f32}).requires_grad_());
+  for (int64_t per_rank : {1, 5}) {  // 5: two partial sums before the last micro-batch
+    const int64_t total = per_rank * world;
+    // With several, the update's last micro-batch is missing (an epoch's end): its rank adds zeros.
+    auto missing = [&](int64_t g) { return total > 1 && g == total - 1; };
+    std::vector<Tensor> all;
+    for (int64_t g = 0; g < total; ++g)
+      all.push_back(missing(g) ? tensor_of(std::vector<float>(flat_gradient(0).numel())) : flat_gradient(g));
+    const Tensor expected = tree_sum(all);
+    for (int64_t bucket_bytes : {int64_t{1}, int64_t{1300}, int64_t{25} << 20}) {
+      for (bool overlap : {true, false}) {
+        CAPTURE(per_rank);
+        CAPTURE(bucket_bytes);
+        CAPTURE(overlap);
+        GradientReducer reducer(*comm, params, per_rank, {.bucket_bytes = bucket_bytes, .overlap = overlap});
+        // Whole parameters, the last first: 1300 bytes make {64}, {5000}, {7, 300, 1}.
+        CHECK(reducer.bucket_count() == (bucket_bytes == 1 ? 5 : bucket_bytes == 1300 ? 3 : 1));
+        CHECK(reducer.overlaps() == overlap);
+        for (int update = 0; update < 2; ++update) {  // the reducer starts each update afresh
+          for (int64_t i = 0; i < per_rank; ++i) {
+            const int64_t g = rank * per_rank + i;
+            reducer.begin_micro_batch();
+            if (!missing(g)) backward_of_micro_batch(params, g);
+            reducer.end_micro_batch();
+          }
+          CHECK(same_bits(reducer.finish(), expected));
+          CHECK(reducer.communication_seconds() >= 0);
+          CHECK(reducer.exposed_seconds() >= 0);
+        }
+      }
+    }
+  }
+  // Outside a micro-batch the hooks do nothing, and a reducer gone leaves the parameters trainable.
+  { GradientReducer gone(*comm, params, 1); }
+  backward_of_micro_batch(params, 0);
+  GradientReducer reducer(*comm, params, 1);
+  CHECK(error_of([&] { reducer.finish(); }) == "GradientReducer: finish() before the end of the update's micro-batches (1 per update)");
 }

@@ -160,6 +160,8 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd, int ranks) {
   may_change("--average-last", &T::average_last);
   may_change("--reduce", &T::reduce);
   may_change("--shard-optimizer", &T::shard_optimizer);
+  may_change("--bucket-mb", &T::bucket_mb);
+  may_change("--overlap", &T::overlap);
   resume_on(ranks, merged, extra, cmd.get_option("--accum")->count() > 0 ? o.t.accum : 0, o.resume);
   o.t = merged;
   fmt::print("resuming '{}' at step {} ({} -> {}, data '{}')\n", o.out, saved.step, o.src, o.tgt, o.data);
@@ -337,6 +339,10 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   if (comm.world_size() > 1) {
     fmt::print("data parallel: {} ranks ({}), {} reduction, {} micro-batches per rank per update\n", comm.world_size(),
                comm.backend_name(), trainer->options().reduce, trainer->options().accum);
+    const dist::GradientReducer& reducer = *trainer->reducer();
+    fmt::print("gradient buckets: {} of up to {:g} MiB, summed across ranks {}\n", reducer.bucket_count(),
+               trainer->options().bucket_mb,
+               reducer.overlaps() ? "while backward runs (a communication thread)" : "after backward");
     const auto [mine, all] = trainer->optimizer_state_bytes();
     fmt::print("optimizer state: Adam's moments {}, {:.2f} MiB on rank 0 of {:.2f} MiB\n",
                trainer->options().shard_optimizer ? "sharded" : "on every rank", mine / 1048576.0, all / 1048576.0);
@@ -459,6 +465,15 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--shard-optimizer", t.shard_optimizer,
                 "data-parallel runs: each rank keeps Adam's moments for 1/N of the parameters and updates those "
                 "(ZeRO stage 1; the same bits, less memory per rank)");
+  cmd->add_option("--bucket-mb", t.bucket_mb,
+                  "data-parallel runs: gradients are summed across ranks in buckets of about this many MiB, each "
+                  "as soon as backward has made it (PyTorch DDP's bucket_cap_mb; the bits do not change)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1e6));
+  cmd->add_option("--overlap", t.overlap,
+                  "data-parallel runs: sum the buckets on a communication thread while backward runs (on), or "
+                  "after backward (off); the bits do not change")
+      ->capture_default_str();
   cmd->add_option("--communicator", o->communicator,
                   "how ranks exchange gradients: auto (mpi under mpirun, else one process), mpi, or nccl (each rank "
                   "on its own GPU, --device cuda; the ranks still come from mpirun)")

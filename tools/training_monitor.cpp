@@ -135,6 +135,7 @@ void TrainingMonitor::step_done(const models::StepReport& r) {
   const double loss = r.loss, window_loss = r.window_loss, lr = r.lr;
   window_tokens_ += static_cast<double>(r.tgt_tokens);
   window_reduce_seconds_ += r.reduce_seconds;
+  window_communication_seconds_ += r.communication_seconds;
   ++window_steps_;
   const auto now = last_step_end_ = std::chrono::steady_clock::now();
   bar_.update(step, fmt::format("epoch {}  loss {:.4f}  lr {:.2e}", epoch, loss, lr));
@@ -167,6 +168,7 @@ void TrainingMonitor::step_done(const models::StepReport& r) {
           {"layers", layers},
           {"tokens_per_s", number(tokens_per_s)},
           {"reduce_ms", number(1e3 * window_reduce_seconds_ / static_cast<double>(window_steps_))},
+          {"comm_ms", number(1e3 * window_communication_seconds_ / static_cast<double>(window_steps_))},
           {"peak_tensor_bytes", memory.peak_bytes_in_use},
           {"cached_tensor_bytes", memory.bytes_cached},
           {"rss_bytes", rss},
@@ -178,7 +180,7 @@ void TrainingMonitor::step_done(const models::StepReport& r) {
                   step, epoch, mean_loss, lr, global_norm_, tokens_per_s, memory.peak_bytes_in_use / 1048576.0,
                   memory.bytes_cached / 1048576.0, rss / 1048576.0));
   captured_ = false;
-  window_tokens_ = window_reduce_seconds_ = 0;
+  window_tokens_ = window_reduce_seconds_ = window_communication_seconds_ = 0;
   window_steps_ = 0;
   window_start_ = std::chrono::steady_clock::now();  // the line's own cost is not the next window's
 }

@@ -51,7 +51,8 @@ class TrainingMonitor {
   // After the optimizer's step: advances the bar (with this step's loss); on a log
   // step prints and writes the line with window_loss, the trainer's mean per target
   // token since the last log step (kept across a resume, so the lines match), and
-  // the window's mean time per step in the cross-rank reduction (reduce_ms).
+  // the window's mean time per step waiting for the cross-rank reduction (reduce_ms)
+  // and spent in it, overlapped with backward or not (comm_ms).
   void step_done(const models::StepReport& r);
   void validation(int64_t step, int64_t epoch, double val_loss, std::optional<double> bleu = {});
   // A line of text (epoch summaries...), printed above the bar.
@@ -75,7 +76,7 @@ class TrainingMonitor {
   std::vector<Layer> layers_;
   double global_norm_ = 0;
   bool captured_ = false;
-  double window_tokens_ = 0, window_reduce_seconds_ = 0;
+  double window_tokens_ = 0, window_reduce_seconds_ = 0, window_communication_seconds_ = 0;
   int64_t window_steps_ = 0;
   std::chrono::steady_clock::time_point start_, window_start_, last_step_end_;
   ProgressBar bar_;

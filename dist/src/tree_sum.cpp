@@ -83,6 +83,27 @@ Tensor TreeAccumulator::result() {
   return sum;
 }
 
+void TreeAccumulator::finish_range(const Tensor& last, int64_t begin, Tensor& out) const {
+  LOOM_CHECK(added_ == count_ - 1, "{}: a range of the last micro-batch after {} of {} micro-batches", kOp, added_,
+             count_);
+  const int64_t n = last.numel();
+  LOOM_CHECK(out.numel() == n && out.dtype() == last.dtype() && out.is_contiguous() && last.is_contiguous(),
+             "{}: the last micro-batch's range and its output differ ({} and {} elements)", kOp, n, out.numel());
+  if (!partials_.empty())
+    LOOM_CHECK(begin >= 0 && begin + n <= partials_.front().sum.numel() && last.dtype() == partials_.front().sum.dtype(),
+               "{}: elements [{}, {}) of a {} sum of {}", kOp, begin, begin + n,
+               dtype_name(partials_.front().sum.dtype()), partials_.front().sum.numel());
+  detail::with_float_type(last.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    // add() would merge every partial with the last gradient, nearest first, left + right.
+    const T* right = last.data<T>();
+    T* sum = out.data<T>();
+    if (partials_.empty() && sum != right) std::memcpy(sum, right, static_cast<size_t>(n) * sizeof(T));
+    for (auto left = partials_.rbegin(); left != partials_.rend(); ++left, right = sum)
+      detail::add_elements(sum, left->sum.data<T>() + begin, right, n);
+  });
+}
+
 Tensor tree_sum(const std::vector<Tensor>& micro_batch_grads) {
   LOOM_CHECK(!micro_batch_grads.empty(), "{}: no micro-batch gradients", kOp);
   TreeAccumulator sum(static_cast<int64_t>(micro_batch_grads.size()));

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "loom/atomic_file.h"
+#include "loom/dist/gradient_reducer.h"
 #include "loom/dist/tree_sum.h"
 #include "loom/error.h"
 #include "loom/nn.h"
@@ -123,6 +124,13 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
     param_names_.push_back(name);
     params_.push_back(p);
   }
+  if (data_parallel())
+    reducer_ = std::make_unique<dist::GradientReducer>(
+        *comm_, params_, options_.accum,
+        dist::GradientReducerOptions{
+            .mode = options_.reduce == "fast" ? dist::Reduce::fast : dist::Reduce::exact,
+            .bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(options_.bucket_mb * (1 << 20))),
+            .overlap = options_.overlap});
   owned_ = owned_by(comm_->rank());
   std::vector<Tensor> owned;
   for (size_t k : owned_) owned.push_back(params_[k]);
@@ -173,19 +181,6 @@ void Trainer::zero_grad() {
   for (const Tensor& p : params_) p.set_grad(Tensor());
 }
 
-Tensor Trainer::flat_gradients() const {
-  NoGradGuard no_grad;
-  int64_t total = 0;
-  for (const Tensor& p : params_) total += p.numel();
-  Tensor flat = zeros({total}, {params_.front().dtype(), options_.device});
-  int64_t at = 0;
-  for (const Tensor& p : params_) {
-    if (p.grad().defined()) copy_(flat.narrow(0, at, p.numel()).view(p.shape()), p.grad());
-    at += p.numel();
-  }
-  return flat.to(kCPU);
-}
-
 void Trainer::set_flat_gradients(const Tensor& flat) {
   const Tensor on_device = flat.to(options_.device);
   int64_t at = 0;
@@ -204,12 +199,13 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
   LOOM_CHECK(total_tokens > 0, "train: an update of {} batches has no target tokens", batches.size());
   // The tree always spans `global` slots: at an epoch's end the missing micro-batches
   // add zeros, so the shape of the sum, hence its bits, does not depend on who holds what.
-  dist::TreeAccumulator grads(per_rank), losses(per_rank);
+  dist::TreeAccumulator losses(per_rank);
   Tensor no_loss = zeros({2}, {DType::f64, kCPU});
   for (int64_t i = 0; i < per_rank; ++i) {
     const int64_t g = comm_->rank() * per_rank + i;  // the global micro-batch index
+    reducer_->begin_micro_batch();                   // the parameters' hooks now send it their gradients
     if (g >= present) {
-      grads.add(flat_gradients());  // zeros: every .grad is empty here
+      reducer_->end_micro_batch();  // zeros: no backward ran
       losses.add(no_loss);
       continue;
     }
@@ -226,23 +222,24 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
     // Scaled by its share of the global update's target tokens, as in one process.
     const double share = static_cast<double>(b.tgt_tokens) / total_tokens;
     mul(loss, scalar_tensor(share, {loss.dtype(), loss.device()})).backward();
-    grads.add(flat_gradients());
+    reducer_->end_micro_batch();
     zero_grad();
     Tensor loss_tokens = Tensor::empty({2}, {DType::f64, kCPU});
     loss_tokens.data<double>()[0] = value * static_cast<double>(b.tgt_tokens);
     loss_tokens.data<double>()[1] = static_cast<double>(b.tgt_tokens);
     losses.add(loss_tokens);
   }
-  // Across ranks on the communicator's device: the CPU, or (nccl) this rank's GPU.
+  // The last micro-batch's buckets were summed across ranks as its backward went on.
   const auto reduce_start = std::chrono::steady_clock::now();
-  Tensor grad_sum = grads.result().to(comm_->device());
-  comm_->all_reduce_sum(grad_sum, options_.reduce == "fast" ? dist::Reduce::fast : dist::Reduce::exact);
-  set_flat_gradients(grad_sum);
+  set_flat_gradients(reducer_->finish());
   // The reported loss in the same tree, exactly: equal printed losses at any world size.
   Tensor loss_sum = losses.result().to(comm_->device());
   comm_->all_reduce_sum(loss_sum, dist::Reduce::exact);
   loss_sum = loss_sum.to(kCPU);
-  reduce_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count();
+  const double loss_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count() -
+                              reducer_->exposed_seconds();
+  reduce_seconds_ = reducer_->exposed_seconds() + loss_seconds;
+  communication_seconds_ = reducer_->communication_seconds() + loss_seconds;
   return loss_sum.data<double>()[0] / loss_sum.data<double>()[1];
 }
 
@@ -318,9 +315,12 @@ bool Trainer::run(const TrainerHooks& hooks) {
       adam_->step();
       const auto share_start = std::chrono::steady_clock::now();
       share_updated_parameters();
-      if (data_parallel())
-        r.reduce_seconds =
-            reduce_seconds_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - share_start).count();
+      if (data_parallel()) {
+        const double share_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - share_start).count();
+        r.reduce_seconds = reduce_seconds_ + share_seconds;
+        r.communication_seconds = communication_seconds_ + share_seconds;
+      }
       ++step_;
       batch_in_epoch_ += n;
       for (const Batch& b : update) r.src_tokens += b.src_tokens, r.tgt_tokens += b.tgt_tokens;

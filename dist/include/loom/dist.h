@@ -1,4 +1,6 @@
 #pragma once
-// loom::dist: the communicator seam (self, MPI) and the world-size-independent sums.
+// loom::dist: the communicator seam (self, MPI), the world-size-independent sums and
+// the gradient reducer that overlaps them with backward.
 #include "loom/dist/communicator.h"
+#include "loom/dist/gradient_reducer.h"
 #include "loom/dist/tree_sum.h"

@@ -46,20 +46,25 @@ void finalize_at_exit() {
   if (!finalized) MPI_Finalize();
 }
 
-// MPI_THREAD_FUNNELED: only the thread that started MPI calls it (OpenMP threads compute).
-void initialize_once() {
-  static const bool initialized = [] {
-    int already = 0;
+// MPI_THREAD_SERIALIZED: one thread at a time calls MPI (the main thread, or
+// GradientReducer's communication thread while the main one waits); OpenMP threads
+// compute. An MPI that gives only MPI_THREAD_FUNNELED keeps every call on the main
+// thread. Returns the level provided.
+int initialize_once() {
+  static const int provided = [] {
+    int already = 0, level = 0;
     MPI_Initialized(&already);
-    if (already) return true;  // the program's own MPI: it finalises it too
-    int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "make_communicator",
+    if (already) {  // the program's own MPI: it finalises it too
+      MPI_Query_thread(&level);
+      return level;
+    }
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &level), "make_communicator",
               "MPI_Init_thread");
     std::atexit(finalize_at_exit);
-    LOOM_CHECK(provided >= MPI_THREAD_FUNNELED, "make_communicator: this MPI does not support MPI_THREAD_FUNNELED");
-    return true;
+    LOOM_CHECK(level >= MPI_THREAD_FUNNELED, "make_communicator: this MPI does not support MPI_THREAD_FUNNELED");
+    return level;
   }();
-  (void)initialized;
+  return provided;
 }
 
 // The number of processes the launcher says it started, where it says so (0: unknown).
@@ -71,8 +76,7 @@ int launcher_world_size() {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
-    initialize_once();
+  MpiCommunicator() : any_thread_(initialize_once() >= MPI_THREAD_SERIALIZED) {
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "make_communicator", "MPI_Comm_dup");
     check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "make_communicator", "MPI_Comm_set_errhandler");
     MPI_Comm_rank(comm_, &rank_);
@@ -92,6 +96,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return size_; }
   std::string_view backend_name() const override { return "mpi"; }
+  bool collectives_from_any_thread() const override { return any_thread_; }
   void barrier() override { check_mpi(MPI_Barrier(comm_), "barrier", "MPI_Barrier"); }
   [[noreturn]] void abort(int code, std::string_view why) override {
     fmt::print(stderr, "loom: rank {} of {} aborting the job: {}\n", rank_, size_, why);
@@ -143,6 +148,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
+  bool any_thread_;  // MPI_THREAD_SERIALIZED provided
 };
 
 }  // namespace

@@ -46,6 +46,9 @@ class Communicator {
   virtual std::string_view backend_name() const = 0;
   // Where the collectives' tensors live: the CPU, or this rank's GPU ("nccl").
   virtual Device device() const { return Device::cpu(); }
+  // Whether the collectives may be called from a thread other than the one that made
+  // the communicator (one thread at a time): GradientReducer's communication thread.
+  virtual bool collectives_from_any_thread() const { return false; }
 
   // Every rank's `t` (float32/float64, on device(), contiguous, one shape everywhere)
   // is replaced, in place, by the sum over ranks. The exact mode runs on host memory:

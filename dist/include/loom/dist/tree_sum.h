@@ -27,6 +27,12 @@ class TreeAccumulator {
   void add(const Tensor& micro_batch_grad);
   // The tree sum, in fresh storage, once all `count` gradients have been added.
   Tensor result();
+  // For a last gradient that arrives in pieces (GradientReducer's buckets): once
+  // count - 1 gradients have been added, writes elements [begin, begin + n) of the
+  // tree sum into `out` (n elements, may be `last` itself), given those elements of
+  // the last gradient. The same bits as add(last) then result(); the partial sums stay
+  // for the other pieces.
+  void finish_range(const Tensor& last, int64_t begin, Tensor& out) const;
 
   int64_t count() const { return count_; }
   int64_t added() const { return added_; }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "loom/dist/communicator.h"
+#include "loom/dist/gradient_reducer.h"
 #include "loom/models/data.h"
 #include "loom/models/transformer.h"
 #include "loom/optim.h"
@@ -62,6 +63,12 @@ struct TrainerOptions {
   // Data-parallel runs: each rank keeps Adam's moments for 1/N of the parameters
   // (ZeRO stage 1) and updates those; the same bits as unsharded, less memory.
   bool shard_optimizer = false;
+  // Data-parallel runs: the gradients are summed across ranks in buckets of about this
+  // many MiB (PyTorch DDP's bucket_cap_mb), each as soon as the last micro-batch's
+  // backward has made it, on a communication thread (overlap; off: after backward).
+  // Neither changes the bits.
+  double bucket_mb = 25;
+  bool overlap = true;
   Device device = kCPU;  // where the model, its gradients and Adam's moments live (not saved)
   // The ranks of a data-parallel run (not saved; null: this process alone). With N
   // ranks an update is accum * N micro-batches, rank r running [r * accum, (r + 1) * accum);
@@ -80,9 +87,11 @@ struct StepReport {
   int64_t src_tokens = 0, tgt_tokens = 0;  // real tokens in the update
   double lr = 0;
   std::optional<double> grad_norm;  // before clipping; on log steps or when clipping
-  // Data-parallel: seconds in the sums across ranks and (sharded) the parameters'
-  // broadcast, waiting for the slowest rank included; all of it exposed (no overlap yet).
+  // Data-parallel: seconds the step waited for the sums across ranks and (sharded) the
+  // parameters' broadcast, the slowest rank included (exposed), and the time those
+  // took in all, overlapped with backward or not (communication).
   double reduce_seconds = 0;
+  double communication_seconds = 0;
   bool log = false;  // step % log_every == 0
 };
 
@@ -153,6 +162,8 @@ class Trainer {
   Transformer& model() { return *model_; }
   const TransformerConfig& config() const { return config_; }
   const TrainerOptions& options() const { return options_; }
+  // Data-parallel runs (--reduce exact or fast): how the gradients are summed; else null.
+  const dist::GradientReducer* reducer() const { return reducer_.get(); }
   int64_t step() const { return step_; }
   int64_t epoch() const { return epoch_; }  // the epoch under way (options.epochs + 1 once all are done)
   // Whether run() has nothing left to do: options.epochs done, or options.max_steps reached.
@@ -185,7 +196,6 @@ class Trainer {
   // accumulate_gradients when data_parallel(): this rank's share of `batches` (the
   // global update), summed in the tree and across ranks into every parameter's .grad.
   double accumulate_data_parallel(const std::vector<Batch>& batches, int64_t step);
-  Tensor flat_gradients() const;  // every parameter's .grad (zeros if none) in one CPU buffer
   void set_flat_gradients(const Tensor& flat);
   bool any_rank(bool here);                        // whether `here` holds on any rank: a collective
   bool stop_requested(const TrainerHooks& hooks);  // on any rank: a collective when data-parallel
@@ -208,7 +218,8 @@ class Trainer {
   std::vector<Tensor> params_;
   std::vector<std::string> param_names_;
   std::vector<size_t> owned_;  // owned_by(this rank): what adam_ updates
-  double reduce_seconds_ = 0;  // the last update's StepReport::reduce_seconds
+  std::unique_ptr<dist::GradientReducer> reducer_;  // data-parallel runs: the gradients' sum
+  double reduce_seconds_ = 0, communication_seconds_ = 0;  // of the last update, for its StepReport
   std::unique_ptr<optim::Adam> adam_;
   std::unique_ptr<optim::Noam> noam_;
   std::vector<Batch> val_batches_;
