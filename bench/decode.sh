@@ -11,6 +11,7 @@
 #   PyTorch greedy decoding of the same weights with the same cached, batched algorithm.
 # Prints the torch / loom greedy time ratio (> 1: loom faster) and how many greedy
 # translations agree, a check that both ran the same model.
+# Ends with bench/quiet.sh's check (exit code 3 when the machine was not quiet).
 # Environment: LOOM (default build/tools/loom), TORCH_PYTHON (default /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,8 @@ torch_python="${TORCH_PYTHON:-/usr/bin/python3}"
 export OMP_NUM_THREADS="$threads"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+source bench/quiet.sh
+quiet_start
 echo "bench/decode.sh: $input, OMP_NUM_THREADS=$OMP_NUM_THREADS, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Runs a command, prints "NAME: S s wall, U s cpu" and leaves the wall seconds in $seconds.
@@ -53,3 +56,4 @@ if "$torch_python" -c 'import torch, sentencepiece' 2>/dev/null; then
 else
   echo "bench/decode.sh: PyTorch or SentencePiece missing for $torch_python (scripts/setup --bench); loom only"
 fi
+quiet_end

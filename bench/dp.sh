@@ -36,8 +36,10 @@ while (($#)); do
   esac
 done
 export OMP_NUM_THREADS=1
+source bench/quiet.sh
+quiet_start
 "$mpiexec" --allow-run-as-root --oversubscribe -n "$ranks" "$bench" "${args[@]}"
-((train)) || exit 0
+((train)) || { quiet_end; exit; }
 
 loom="${LOOM:-build/tools/loom}"
 data="${DATA:-../shared/data/multi30k}"
@@ -74,3 +76,4 @@ PY
 for overlap in on off; do
   cmp "$out/one/model.safetensors" "$out/two-$overlap/model.safetensors"
 done && echo "model.safetensors: the same bits in all three runs (cmp)"
+quiet_end  # bench/quiet.sh: exit code 3 when the machine was not quiet

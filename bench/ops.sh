@@ -34,6 +34,8 @@ mkdir -p "$out"
 
 export OMP_NUM_THREADS="$threads"
 cores=$(getconf _NPROCESSORS_ONLN)
+source bench/quiet.sh
+quiet_start
 echo "bench/ops.sh: OMP_NUM_THREADS=$OMP_NUM_THREADS OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" \
      "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $cores cores"
 
@@ -52,3 +54,4 @@ fi
 echo "bench/ops.sh: load average after: $(cut -d' ' -f1-3 /proc/loadavg); JSON in $out"
 echo
 "$json_python" bench/join.py "$out/loom.json" "${torch_json[@]}"
+quiet_end  # bench/quiet.sh: exit code 3 when the machine was not quiet

@@ -4,6 +4,8 @@
 #   bench/step.sh --preset base --steps 5  (any option of `loom bench step`)
 #   bench/step.sh --preset base --batch 32 --precision both   loom bf16 against loom float32, alternated
 #   bench/step.sh --device cuda --peak-tflops 67   on a GPU: both on it, with model FLOP utilization
+# Ends with bench/quiet.sh's check: exit code 3 when other processes took more than
+# QUIET_MAX percent (default 5) of the cores while it ran.
 # Environment: LOOM (default build/tools/loom), TORCH_PYTHON (default /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
 done
 export OMP_NUM_THREADS="$threads"
 out=$(mktemp -d)
+source bench/quiet.sh
+quiet_start
 echo "bench/step.sh: OMP_NUM_THREADS=$OMP_NUM_THREADS OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" \
      "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [[ " ${args[*]} " == *" --precision both "* ]]; then
@@ -47,9 +51,10 @@ print(f"loom bf16 / float32 step speed: median {statistics.median(ratios):.2f}x 
 PY
   for precision in float32 bf16; do
     echo "== $precision: loom (one more run) against torch =="
-    bench/step.sh "${rest[@]}" --precision "$precision" | grep -E '^(step:|torch / loom|peak RSS)'
+    QUIET_MAX=100 bench/step.sh "${rest[@]}" --precision "$precision" | grep -E '^(step:|torch / loom|peak RSS)'
   done
-  exit 0
+  quiet_end
+  exit
 fi
 "$loom" bench step "${args[@]}" --json "$out/loom.json"
 if "$torch_python" -c 'import torch' 2>/dev/null; then
@@ -70,3 +75,4 @@ PY
 else
   echo "bench/step.sh: PyTorch not installed for $torch_python (scripts/setup --bench); loom only"
 fi
+quiet_end
