@@ -444,15 +444,16 @@ Tensor flat_gradient(int64_t g) {  // what the reducer should collect from micro
   return tensor_of(flat);
 }
 
-// Backward through one recorded node whose gradients are micro-batch g's.
+// Backward through one recorded node whose gradients are micro-batch g's, on the parameters' device.
 void backward_of_micro_batch(const std::vector<Tensor>& params, int64_t g) {
+  const Device device = params.front().device();
   std::vector<Tensor> inputs;
   std::vector<size_t> reached;
   for (size_t k = 0; k < params.size(); ++k)
     if (micro_batch_gradient(g, k).defined()) inputs.push_back(params[k]), reached.push_back(k);
-  Tensor out = record("micro_batch", inputs, Tensor::empty({1}, {f32}), [g, reached](BackwardContext&, const Tensor&) {
+  Tensor out = record("micro_batch", inputs, Tensor::empty({1}, {f32, device}), [g, reached, device](BackwardContext&, const Tensor&) {
     std::vector<Tensor> grads;
-    for (size_t k : reached) grads.push_back(micro_batch_gradient(g, k));
+    for (size_t k : reached) grads.push_back(transfer(micro_batch_gradient(g, k), device));
     return grads;
   });
   out.backward();
@@ -502,4 +503,26 @@ TEST_CASE("ranks: GradientReducer sums the hooked gradients in buckets with tree
   backward_of_micro_batch(params, 0);
   GradientReducer reducer(*comm, params, 1);
   CHECK(error_of([&] { reducer.finish(); }) == "GradientReducer: finish() before the end of the update's micro-batches (1 per update)");
+}
+
+TEST_CASE("a GradientReducer of device parameters: gradients copied as kernels, summed after backward, via the host") {
+  enable_standin_device();
+  StandinCommunicator comm;
+  std::vector<Tensor> params;
+  for (int64_t n : kParameterSizes) params.push_back(Tensor::empty({n}, {f32, Device::standin(0)}).requires_grad_());
+  for (int64_t per_rank : {1, 5}) {
+    CAPTURE(per_rank);
+    std::vector<Tensor> all;
+    for (int64_t g = 0; g < per_rank; ++g) all.push_back(flat_gradient(g));
+    GradientReducer reducer(comm, params, per_rank, {.bucket_bytes = 1300});
+    CHECK_FALSE(reducer.overlaps());  // the communication thread is for host communicators
+    for (int64_t g = 0; g < per_rank; ++g) {
+      reducer.begin_micro_batch();
+      backward_of_micro_batch(params, g);
+      reducer.end_micro_batch();
+    }
+    const Tensor sum = reducer.finish();
+    CHECK(sum.device() == Device::standin(0));
+    CHECK(same_bits(transfer(sum, Device::cpu()), tree_sum(all)));
+  }
 }

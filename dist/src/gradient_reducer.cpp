@@ -13,6 +13,7 @@
 #include "dist_internal.h"
 #include "loom/autograd.h"
 #include "loom/backend.h"
+#include "loom/kernel_table.h"
 #include "loom/dist/tree_sum.h"
 
 namespace loom::dist {
@@ -27,15 +28,6 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // Elements [begin, begin + n) of a flat tensor, as a view (core has no narrow: ops makes it).
 Tensor elements(const Tensor& flat, int64_t begin, int64_t n) {
   return Tensor::make_view(flat, {n}, {1}, flat.offset() + begin);
-}
-
-// A contiguous tensor's copy on `where`.
-Tensor copy_to(const Tensor& t, Device where) {
-  Tensor copy = Tensor::empty(t.shape(), {t.dtype(), where});
-  const Device from = t.device().is_cpu() ? where : t.device();  // the backend that copies: the GPU's
-  backend(from.type).copy(copy.raw_data(), where, t.raw_data(), t.device(),
-                          static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
-  return copy;
 }
 
 struct Bucket {
@@ -88,6 +80,7 @@ struct GradientReducer::State {
     const Tensor dense = grad.is_contiguous() ? grad : dense_gradient(grad);
     const Tensor& p = params[k];
     const size_t bytes = static_cast<size_t>(p.numel()) * dtype_size(p.dtype());
+    KernelScope device_call;  // a GPU's memory is touched by its Backend only
     backend(p.device().type)
         .copy(static_cast<char*>(current.raw_data()) + offsets[k] * dtype_size(p.dtype()), p.device(),
               dense.raw_data(), dense.device(), bytes);
@@ -227,11 +220,11 @@ void GradientReducer::end_micro_batch() {
   for (size_t k = 0; k < s.params.size(); ++k)
     if (!s.arrived[k]) device_fill(elements(s.current, s.offsets[k], s.params[k].numel()), 0.0);
   if (!s.last_micro_batch()) {
-    s.tree->add(s.current.device().is_cpu() ? s.current : copy_to(s.current, Device::cpu()));
+    s.tree->add(s.current.device().is_cpu() ? s.current : transfer(s.current, Device::cpu()));
     ++s.micro_batch;
     return;
   }
-  if (!s.current.device().is_cpu()) s.current = copy_to(s.current, Device::cpu());
+  if (!s.current.device().is_cpu()) s.current = transfer(s.current, Device::cpu());
   if (s.overlap)
     for (size_t b = 0; b < s.buckets.size(); ++b)
       if (s.missing[b] > 0) s.mark_ready(b);
@@ -251,7 +244,7 @@ Tensor GradientReducer::finish() {
   } else {
     // A GPU communicator: one all-reduce of the whole vector on its device.
     s.tree->finish_range(s.current, 0, s.current);
-    Tensor sum = copy_to(s.current, s.comm.device());
+    Tensor sum = transfer(s.current, s.comm.device());
     s.comm.all_reduce_sum(sum, s.options.mode);
     s.current = sum;
     s.communication = seconds_since(start);
