@@ -9,11 +9,13 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "helpers.h"
 #include "loom/models.h"
 #include "loom/nn.h"
 #include "loom/ops.h"
+#include "loom/standin.h"
 
 using namespace loom;
 using namespace loom::models;
@@ -374,4 +376,37 @@ TEST_CASE("a diverged run stops with an error naming the step, and every file sa
   hooks.stop = &stop;
   CHECK(error_of([&] { t.run(hooks); }).starts_with("train: parameter 'src_embed.weight' is not finite after step 5"));
   CHECK(Trainer::read_state(dir).step == 4);
+}
+
+TEST_CASE("the exact reduction's buckets, overlapped or not and on the stand-in device, keep the bits of one sum") {
+  enable_standin_device();
+  const std::vector<EncodedPair> train = copy_pairs(60, 1), val = copy_pairs(8, 2);
+  auto run = [&](Device device, double bucket_mb, bool overlap) {
+    TrainerOptions o = small_run();
+    o.reduce = "exact";
+    o.accum = 3;
+    o.max_steps = 3;
+    o.device = device;
+    o.bucket_mb = bucket_mb;
+    o.overlap = overlap;
+    Trainer trainer(tiny_config(), o, train, val, run_folder("buckets"));
+    Record r;
+    trainer.run(recording(r));
+    REQUIRE(trainer.reducer() != nullptr);
+    CHECK(trainer.reducer()->overlaps() == (overlap && device.is_cpu()));
+    std::vector<std::vector<float>> params;
+    for (const Tensor& p : trainer.model().parameters()) params.push_back(p.detach().to(kCPU).to_vector<float>());
+    return std::pair{r.losses, params};
+  };
+  const auto whole = run(kCPU, 25, false);
+  REQUIRE(whole.first.size() == 3);
+  for (auto [device, bucket_mb, overlap] : {std::tuple{kCPU, 0.01, true}, std::tuple{kCPU, 0.01, false},
+                                            std::tuple{Device::standin(0), 0.01, true}}) {
+    CAPTURE(device);
+    CAPTURE(bucket_mb);
+    CAPTURE(overlap);
+    const auto other = run(device, bucket_mb, overlap);
+    CHECK(other.first == whole.first);
+    CHECK(other.second == whole.second);
+  }
 }
