@@ -206,12 +206,13 @@ models::TrainerHooks monitoring_hooks(TrainingMonitor& monitor) {
 }
 
 // The bar's total (an estimate: batches hold about --max-tokens padded tokens of the
-// longer side) and the run's settings in metrics.jsonl.
-int64_t estimated_steps(const TrainOptions& o, const std::vector<models::EncodedPair>& train) {
+// longer side, and an update --accum of them on each rank) and the run's settings in metrics.jsonl.
+int64_t estimated_steps(const TrainOptions& o, const std::vector<models::EncodedPair>& train, int ranks) {
   double tokens = 0;
   for (const models::EncodedPair& pair : train)
     tokens += static_cast<double>(std::max(pair.src.size(), pair.tgt.size()) + 1);
-  const int64_t total = o.t.epochs * static_cast<int64_t>(std::ceil(tokens / static_cast<double>(o.t.max_tokens)));
+  const double per_update = static_cast<double>(o.t.max_tokens * o.t.accum * ranks);
+  const int64_t total = o.t.epochs * static_cast<int64_t>(std::ceil(tokens / per_update));
   return o.t.max_steps > 0 ? std::min(total, o.t.max_steps) : total;
 }
 
@@ -307,7 +308,7 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   models::Vocabulary vocab(spm_path);
   std::vector<models::EncodedPair> train_pairs = keep_fitting(encode(vocab, train), train_split, o.t.max_len),
                                    val_pairs = keep_fitting(encode(vocab, val), val_split, o.t.max_len);
-  const int64_t total_steps = estimated_steps(o, train_pairs);
+  const int64_t total_steps = estimated_steps(o, train_pairs, comm.world_size());
   std::unique_ptr<models::Trainer> trainer;
   if (o.resume.empty()) {
     std::map<std::string, std::string> extra = fixed_flags(o);

@@ -229,6 +229,9 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
     loss_tokens.data<double>()[1] = static_cast<double>(b.tgt_tokens);
     losses.add(loss_tokens);
   }
+  // Every rank leaves the dropout stream where the next update starts: the saved state
+  // does not depend on which micro-batch ran last here.
+  gen_.set_offset(static_cast<uint64_t>(step * global + 1) << kDropoutStrideBits);
   // The last micro-batch's buckets were summed across ranks as its backward went on.
   const auto reduce_start = std::chrono::steady_clock::now();
   set_flat_gradients(reducer_->finish());
