@@ -25,39 +25,34 @@ steps() { grep -oE 'step +[0-9]+  epoch .*' "$1" | awk '{print $2, $4, $6, $8, $
   { cat "$dir/one.log"; fail "the 1-process run failed"; }
 steps "$dir/one.log" > "$dir/one.txt"
 [[ $(wc -l < "$dir/one.txt") -ge 4 ]] || { cat "$dir/one.log"; fail "the 1-process run printed too few steps"; }
-for ranks in 2 4; do
-  out="$dir/ranks$ranks"
+# 2 and 4 ranks in 25 MiB buckets (one here), then 2 ranks in buckets of 0.004 MiB
+# (dozens) summed while backward runs (a communication thread) or after it.
+while read -r name ranks bucket_mb overlap; do
+  out="$dir/$name"
   mkdir "$out"
   cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$out"/  # the same vocabulary (reused, not retrained)
   timeout 60 "${mpiexec[@]}" -n $ranks "$loom" train "${common[@]}" --out "$out" --accum $((4 / ranks)) \
-    > "$out.log" 2>&1 || { cat "$out.log"; fail "the $ranks-rank run failed"; }
+    --bucket-mb $bucket_mb --overlap $overlap < /dev/null > "$out.log" 2>&1 || { cat "$out.log"; fail "$name: the run failed"; }
   grep -q "^data parallel: $ranks ranks (mpi), exact reduction, $((4 / ranks)) micro-batches per rank per update$" \
-    "$out.log" || { cat "$out.log"; fail "no 'data parallel' line at $ranks ranks"; }
+    "$out.log" || { cat "$out.log"; fail "$name: no 'data parallel' line"; }
+  when=$([[ $overlap == on ]] && echo "while backward runs \(a communication thread\)" || echo "after backward")
+  grep -qE "^gradient buckets: [0-9]+ of up to $bucket_mb MiB, summed across ranks $when$" "$out.log" ||
+    { cat "$out.log"; fail "$name: no 'gradient buckets' line"; }
   steps "$out.log" > "$out.txt"
   diff "$dir/one.txt" "$out.txt" > "$dir/diff.txt" ||
-    { cat "$dir/diff.txt"; fail "$ranks ranks printed other steps than 1 process with --accum 4"; }
-  cmp "$dir/one/model.safetensors" "$out/model.safetensors" ||
-    fail "$ranks ranks wrote another model than 1 process with --accum 4"
-  # Each logged step says how long it spent in the reduction across ranks.
-  grep -qE '"reduce_ms":0\.[0-9]*[1-9]|"reduce_ms":[1-9]' "$out/metrics.jsonl" ||
-    { head -3 "$out/metrics.jsonl"; fail "$ranks ranks: no reduce_ms in metrics.jsonl"; }
-done
-
-# Small buckets summed while backward runs (a communication thread) or after it: the same bits.
-for overlap in on off; do
-  out="$dir/buckets-$overlap"
-  mkdir "$out"
-  cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$out"/
-  timeout 60 "${mpiexec[@]}" -n 2 "$loom" train "${common[@]}" --out "$out" --accum 2 --bucket-mb 0.004 \
-    --overlap $overlap > "$out.log" 2>&1 || { cat "$out.log"; fail "2 ranks, --overlap $overlap: failed"; }
-  when=$([[ $overlap == on ]] && echo "while backward runs \(a communication thread\)" || echo "after backward")
-  grep -qE "^gradient buckets: [0-9]{2,} of up to 0.004 MiB, summed across ranks $when$" "$out.log" ||
-    { cat "$out.log"; fail "2 ranks, --overlap $overlap: no 'gradient buckets' line"; }
-  cmp "$dir/one/model.safetensors" "$out/model.safetensors" ||
-    fail "2 ranks, buckets of 0.004 MiB, --overlap $overlap: another model than 1 process"
-  grep -qE '"comm_ms":0\.[0-9]*[1-9]|"comm_ms":[1-9]' "$out/metrics.jsonl" ||
-    { head -3 "$out/metrics.jsonl"; fail "2 ranks, --overlap $overlap: no comm_ms in metrics.jsonl"; }
-done
+    { cat "$dir/diff.txt"; fail "$name printed other steps than 1 process with --accum 4"; }
+  cmp "$dir/one/model.safetensors" "$out/model.safetensors" || fail "$name wrote another model than 1 process"
+  # Each logged step says how long the reduction across ranks took, and how long the step waited for it.
+  for field in comm_ms reduce_ms; do
+    grep -qE "\"$field\":0\.[0-9]*[1-9]|\"$field\":[1-9]" "$out/metrics.jsonl" ||
+      { head -3 "$out/metrics.jsonl"; fail "$name: no $field in metrics.jsonl"; }
+  done
+done <<'CASES'
+ranks2 2 25 on
+ranks4 4 25 on
+buckets-on 2 0.004 on
+buckets-off 2 0.004 off
+CASES
 
 # A rank started with another --seed (MPMD syntax): refused at start-up, naming it.
 rc=0
