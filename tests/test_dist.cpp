@@ -451,11 +451,12 @@ void backward_of_micro_batch(const std::vector<Tensor>& params, int64_t g) {
   std::vector<size_t> reached;
   for (size_t k = 0; k < params.size(); ++k)
     if (micro_batch_gradient(g, k).defined()) inputs.push_back(params[k]), reached.push_back(k);
-  Tensor out = record("micro_batch", inputs, Tensor::empty({1}, {f32, device}), [g, reached, device](BackwardContext&, const Tensor&) {
-    std::vector<Tensor> grads;
-    for (size_t k : reached) grads.push_back(transfer(micro_batch_gradient(g, k), device));
-    return grads;
-  });
+  Tensor out = record("micro_batch", inputs, Tensor::empty({1}, {f32, device}),
+                      [g, reached, device](BackwardContext&, const Tensor&) {
+                        std::vector<Tensor> grads;
+                        for (size_t k : reached) grads.push_back(transfer(micro_batch_gradient(g, k), device));
+                        return grads;
+                      });
   out.backward();
   for (const Tensor& p : params) p.set_grad(Tensor());
 }
@@ -502,7 +503,8 @@ TEST_CASE("ranks: GradientReducer sums the hooked gradients in buckets with tree
   { GradientReducer gone(*comm, params, 1); }
   backward_of_micro_batch(params, 0);
   GradientReducer reducer(*comm, params, 1);
-  CHECK(error_of([&] { reducer.finish(); }) == "GradientReducer: finish() before the end of the update's micro-batches (1 per update)");
+  CHECK(error_of([&] { reducer.finish(); }) ==
+        "GradientReducer: finish() before the end of the update's micro-batches (1 per update)");
 }
 
 TEST_CASE("a GradientReducer of device parameters: gradients copied as kernels, summed after backward, via the host") {

@@ -400,8 +400,8 @@ TEST_CASE("the exact reduction's buckets, overlapped or not and on the stand-in 
   };
   const auto whole = run(kCPU, 25, false);
   REQUIRE(whole.first.size() == 3);
-  for (auto [device, bucket_mb, overlap] : {std::tuple{kCPU, 0.01, true}, std::tuple{kCPU, 0.01, false},
-                                            std::tuple{Device::standin(0), 0.01, true}}) {
+  for (auto [device, bucket_mb, overlap] :
+       {std::tuple{kCPU, 0.01, true}, std::tuple{kCPU, 0.01, false}, std::tuple{Device::standin(0), 0.01, true}}) {
     CAPTURE(device);
     CAPTURE(bucket_mb);
     CAPTURE(overlap);

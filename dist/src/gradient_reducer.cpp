@@ -75,15 +75,15 @@ struct GradientReducer::State {
   // The hook: parameter k's whole gradient of this micro-batch (autograd summed its uses).
   void arrive(size_t k, const Tensor& grad) {
     if (!armed) return;
-    LOOM_CHECK(!arrived[k], "{}: parameter {} got two gradients in one micro-batch (one backward per micro-batch)",
-               kOp, k);
+    LOOM_CHECK(!arrived[k], "{}: parameter {} got two gradients in one micro-batch (one backward per micro-batch)", kOp,
+               k);
     const Tensor dense = grad.is_contiguous() ? grad : dense_gradient(grad);
     const Tensor& p = params[k];
     const size_t bytes = static_cast<size_t>(p.numel()) * dtype_size(p.dtype());
     KernelScope device_call;  // a GPU's memory is touched by its Backend only
     backend(p.device().type)
-        .copy(static_cast<char*>(current.raw_data()) + offsets[k] * dtype_size(p.dtype()), p.device(),
-              dense.raw_data(), dense.device(), bytes);
+        .copy(static_cast<char*>(current.raw_data()) + offsets[k] * dtype_size(p.dtype()), p.device(), dense.raw_data(),
+              dense.device(), bytes);
     arrived[k] = 1;
     if (last_micro_batch() && overlap && --missing[bucket_of[k]] == 0) mark_ready(bucket_of[k]);
   }
@@ -161,7 +161,8 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<Tensor> paramet
     s.params_in_bucket.push_back(static_cast<int64_t>(end - begin));
     end = begin;
   }
-  s.overlap = options.overlap && first.device().is_cpu() && comm.device().is_cpu() && comm.collectives_from_any_thread();
+  s.overlap =
+      options.overlap && first.device().is_cpu() && comm.device().is_cpu() && comm.collectives_from_any_thread();
   for (size_t k = 0; k < s.params.size(); ++k) {
     // The hook holds the state weakly: a model that outlives its reducer trains on without it.
     std::weak_ptr<State> weak = state_;
@@ -232,7 +233,8 @@ void GradientReducer::end_micro_batch() {
 
 Tensor GradientReducer::finish() {
   State& s = *state_;
-  LOOM_CHECK(s.micro_batch == s.micro_batches - 1 && !s.armed, "{}: finish() before the end of the update's micro-batches ({} per update)", kOp, s.micro_batches);
+  LOOM_CHECK(s.micro_batch == s.micro_batches - 1 && !s.armed,
+             "{}: finish() before the end of the update's micro-batches ({} per update)", kOp, s.micro_batches);
   s.micro_batch = -1;
   const auto start = Clock::now();
   if (s.overlap) {

@@ -90,9 +90,10 @@ void TreeAccumulator::finish_range(const Tensor& last, int64_t begin, Tensor& ou
   LOOM_CHECK(out.numel() == n && out.dtype() == last.dtype() && out.is_contiguous() && last.is_contiguous(),
              "{}: the last micro-batch's range and its output differ ({} and {} elements)", kOp, n, out.numel());
   if (!partials_.empty())
-    LOOM_CHECK(begin >= 0 && begin + n <= partials_.front().sum.numel() && last.dtype() == partials_.front().sum.dtype(),
-               "{}: elements [{}, {}) of a {} sum of {}", kOp, begin, begin + n,
-               dtype_name(partials_.front().sum.dtype()), partials_.front().sum.numel());
+    LOOM_CHECK(
+        begin >= 0 && begin + n <= partials_.front().sum.numel() && last.dtype() == partials_.front().sum.dtype(),
+        "{}: elements [{}, {}) of a {} sum of {}", kOp, begin, begin + n, dtype_name(partials_.front().sum.dtype()),
+        partials_.front().sum.numel());
   detail::with_float_type(last.dtype(), [&](auto zero) {
     using T = decltype(zero);
     // add() would merge every partial with the last gradient, nearest first, left + right.

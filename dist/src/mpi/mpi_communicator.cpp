@@ -58,8 +58,7 @@ int initialize_once() {
       MPI_Query_thread(&level);
       return level;
     }
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &level), "make_communicator",
-              "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &level), "make_communicator", "MPI_Init_thread");
     std::atexit(finalize_at_exit);
     LOOM_CHECK(level >= MPI_THREAD_FUNNELED, "make_communicator: this MPI does not support MPI_THREAD_FUNNELED");
     return level;

@@ -217,8 +217,8 @@ class Trainer {
   std::unique_ptr<Transformer> model_;
   std::vector<Tensor> params_;
   std::vector<std::string> param_names_;
-  std::vector<size_t> owned_;  // owned_by(this rank): what adam_ updates
-  std::unique_ptr<dist::GradientReducer> reducer_;  // data-parallel runs: the gradients' sum
+  std::vector<size_t> owned_;                              // owned_by(this rank): what adam_ updates
+  std::unique_ptr<dist::GradientReducer> reducer_;         // data-parallel runs: the gradients' sum
   double reduce_seconds_ = 0, communication_seconds_ = 0;  // of the last update, for its StepReport
   std::unique_ptr<optim::Adam> adam_;
   std::unique_ptr<optim::Noam> noam_;
