@@ -239,10 +239,9 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
   Tensor loss_sum = losses.result().to(comm_->device());
   comm_->all_reduce_sum(loss_sum, dist::Reduce::exact);
   loss_sum = loss_sum.to(kCPU);
-  const double loss_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count() -
-                              reducer_->exposed_seconds();
-  reduce_seconds_ = reducer_->exposed_seconds() + loss_seconds;
-  communication_seconds_ = reducer_->communication_seconds() + loss_seconds;
+  // The step waited for everything since reduce_start; the loss's all-reduce is communication too.
+  reduce_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count();
+  communication_seconds_ = reducer_->communication_seconds() + (reduce_seconds_ - reducer_->exposed_seconds());
   return loss_sum.data<double>()[0] / loss_sum.data<double>()[1];
 }
 
