@@ -221,3 +221,32 @@ TEST_CASE("float32 X @ W^T with few rows, on AVX-512: a row's bits depend on nei
   CHECK(matmul(x, w.t()).to_vector<float>() == all);
   omp_set_num_threads(threads);
 }
+
+// Tiny products (skinny_matmul.h, kTinyProduct): decoding's one-query attention products, a
+// batch of one row per head, computed in place: q K^T (dot products) and weights V (sums of V's rows).
+TEST_CASE("float32 tiny products: within float32 summation error of float64, a row's bits independent of the batch") {
+  for (int64_t m : {1, 2, 5})
+    for (int64_t t : {1, 7, 8, 9, 23})
+      for (int64_t d : {3, 64, 70}) {  // 70: eight 8-lane column blocks and a padded one
+        INFO("m ", m, " t ", t, " d ", d);
+        Tensor q = randn({6, m, d}), keys = randn({6, t, d}), weights = randn({6, m, t}), values = randn({6, t, d});
+        auto check_close = [](const Tensor& got, const Tensor& x, const Tensor& y, int64_t k) {
+          Tensor exact = matmul(to_dtype(x, f64), to_dtype(y, f64));
+          Tensor magnitude = matmul(abs(to_dtype(x, f64)), abs(to_dtype(y, f64)));
+          CHECK(worst_relative(got, exact, magnitude) <= static_cast<double>(k + 1) * 0x1p-24);
+        };
+        const Tensor scores = matmul(q, transpose(keys, -1, -2)), context = matmul(weights, values);
+        check_close(scores, q, transpose(keys, -1, -2), d);
+        check_close(context, weights, values, t);
+        // One batch item alone, and one row alone: the same bits as inside the whole batch.
+        CHECK(matmul(q.narrow(0, 4, 1), transpose(keys.narrow(0, 4, 1), -1, -2)).to_vector<float>() ==
+              scores.narrow(0, 4, 1).to_vector<float>());
+        CHECK(matmul(weights.narrow(0, 4, 1).narrow(1, m - 1, 1), values.narrow(0, 4, 1)).to_vector<float>() ==
+              context.narrow(0, 4, 1).narrow(1, m - 1, 1).to_vector<float>());
+        const int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
+        CHECK(matmul(q, transpose(keys, -1, -2)).to_vector<float>() == scores.to_vector<float>());
+        CHECK(matmul(weights, values).to_vector<float>() == context.to_vector<float>());
+        omp_set_num_threads(threads);
+      }
+}

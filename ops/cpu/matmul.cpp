@@ -5,7 +5,7 @@
 // a block: float64, OpenBLAS's dgemm; float32, oneDNN's gemm where it has AVX-512
 // code (OpenBLAS's sgemm otherwise, and for tiny blocks), or the skinny kernel
 // (skinny_matmul.h) for X @ W^T with X in cache (a Linear's, few rows) on CPUs
-// with AVX-512. In bf16 matmul precision (loom/matmul_precision.h) each float32
+// with AVX-512, and its tiny kernels for products too small for a gemm call. In bf16 matmul precision (loom/matmul_precision.h) each float32
 // block of a product that is not tiny (in_bf16) is rounded to bfloat16
 // (bf16_rounding.h) and multiplied by oneDNN's bf16 gemm instead; the reference
 // rounds the same way.
@@ -193,6 +193,10 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
       if (la.trans == CblasNoTrans && lb.trans == CblasTrans && bm * k <= detail::kSkinnyRowFloats &&
           detail::skinny_matmul_available())
         return detail::skinny_matmul(bm, bn, k, A, la.ld, B, lb.ld, C, n);
+      // A tiny product (decoding's attention, one query per head): computed in place, no gemm call.
+      if (bm * bn * k <= detail::kTinyProduct && la.trans == CblasNoTrans)
+        return lb.trans == CblasTrans ? detail::tiny_matmul_transposed(bm, bn, k, A, la.ld, B, lb.ld, C, n)
+                                      : detail::tiny_matmul(bm, bn, k, A, la.ld, B, lb.ld, C, n);
       // Where oneDNN has AVX-512 code its float32 gemm beats OpenBLAS's per block
       // (README, Benchmarks: most under an AVX2 OPENBLAS_CORETYPE); tiny products
       // stay with sgemm, which starts faster.

@@ -12,10 +12,11 @@
 // lanes added in a fixed tree. So a row's result depends neither on the other rows
 // of the call nor on the thread count.
 //
-// AVX-512 only (loom/cpu.h: avx512_enabled()): 16 accumulators of 16 lanes fit its
-// 32 registers. With AVX2's 16 registers of 8 lanes the tiles are too small to
-// keep up with OpenBLAS's packed kernels (a first try ran at a tenth of sgemm's
-// speed), so there products stay with sgemm.
+// AVX-512 (loom/cpu.h: avx512_enabled()): 16 accumulators of 16 lanes fit its 32
+// registers. With AVX2's 16 registers of 8 lanes the tiles are too small to keep up
+// with OpenBLAS's packed kernels: 3 x 4 tiles ran at 45-70 GFLOP/s against sgemm's
+// 80-150 from 16 rows up (one thread, AMD EPYC Zen 3, 2026-11-26), so there a
+// Linear's products stay with sgemm, and only tiny products take the AVX2 tiles.
 #include <cstdint>
 
 namespace loom::detail {
@@ -33,5 +34,19 @@ bool skinny_matmul_available();
 // c[i * ldc + j] = sum_p x[i * ldx + p] * w[j * ldw + p], for i < m, j < n.
 void skinny_matmul(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw, float* c,
                    int64_t ldc);
+
+// Products of at most this many multiply-adds (decoding's one-query attention
+// products per head, 1 x t x 64, a batch of hundreds per call) cost sgemm more to
+// call than to compute: each is computed in place by the two tiny_matmul kernels.
+inline constexpr int64_t kTinyProduct = int64_t{1} << 13;
+
+// c = x w^T as skinny_matmul, in AVX2's 8 lanes (x86-64-v3, every CPU loom runs on).
+void tiny_matmul_transposed(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw,
+                            float* c, int64_t ldc);
+
+// c[i * ldc + j] = sum_p a[i * lda + p] * b[p * ldb + j], b stored row-major: each
+// row of c is a sum of b's rows, added in p's order, whatever m, n or the threads.
+void tiny_matmul(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                 int64_t ldc);
 
 }  // namespace loom::detail
