@@ -225,3 +225,23 @@ TEST_CASE("MultiHeadAttention: causal mask hides the future; weights are rows of
           attn(x, randn({2, 5, 4}, {f64}, gen), x);
         }) == "MultiHeadAttention: key must be [batch, time, 8], got shape [2, 5, 4]");
 }
+
+TEST_CASE("SkipInit: initializers draw nothing while it lives (a model about to be loaded), and draw again after") {
+  Generator gen(13);
+  {
+    SkipInit loaded_next;
+    Linear proj(4, 3, true, gen);
+    Embedding table(10, 4, 0, gen);
+    PositionalEncoding learned(4, 0.0, 8, gen, {}, /*learned=*/true);
+    CHECK(gen.offset() == 0);  // no random numbers drawn
+    CHECK(proj.weight.shape() == Shape{3, 4});
+    CHECK(table.weight.shape() == Shape{10, 4});
+    { SkipInit nested; }
+    Linear still_skipped(4, 3, true, gen);  // the inner guard restored the outer's setting
+    CHECK(gen.offset() == 0);
+  }
+  Linear drawn(4, 3, true, gen);
+  CHECK(gen.offset() > 0);
+  Generator same(13);
+  CHECK(drawn.weight.to_vector<float>() == Linear(4, 3, true, same).weight.to_vector<float>());
+}

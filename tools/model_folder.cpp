@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "loom/nn/init.h"
+
 namespace loom::tools {
 
 ModelFolder load_model_folder(const std::string& dir, const std::string& command) {
@@ -21,8 +23,11 @@ ModelFolder load_model_folder(const std::string& dir, const std::string& command
              "{}: the vocabulary '{}' that '{}' names is missing or not a file", command, vocabulary_path, checkpoint);
   ModelFolder folder;
   folder.vocab = std::make_unique<models::Vocabulary>(vocabulary_path);
-  folder.model =
-      std::make_unique<models::Transformer>(models::TransformerConfig::from_json(file.metadata.at("config")));
+  {
+    nn::SkipInit loaded_next;  // nn::load fills every parameter (or refuses the checkpoint)
+    folder.model =
+        std::make_unique<models::Transformer>(models::TransformerConfig::from_json(file.metadata.at("config")));
+  }
   nn::load(*folder.model, checkpoint);
   folder.model->eval();
   return folder;

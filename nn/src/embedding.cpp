@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "loom/nn/init.h"
 #include "loom/nn/layers.h"
 #include "loom/ops.h"
 
@@ -11,7 +12,7 @@ Embedding::Embedding(int64_t vocab_size, int64_t dim, int64_t padding_idx, Gener
              dim);
   LOOM_CHECK(padding_idx >= -1 && padding_idx < vocab_size,
              "Embedding: padding_idx {} is out of range for a vocabulary of {}", padding_idx, vocab_size);
-  Tensor table = randn({vocab_size, dim}, options, gen, 0.0, 1.0 / std::sqrt(static_cast<double>(dim)));
+  Tensor table = normal({vocab_size, dim}, 1.0 / std::sqrt(static_cast<double>(dim)), options, gen);
   if (padding_idx >= 0) {
     NoGradGuard no_grad;
     fill_(table.select(0, padding_idx), 0.0);

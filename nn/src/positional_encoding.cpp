@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "loom/nn/init.h"
 #include "loom/nn/layers.h"
 #include "loom/ops.h"
 
@@ -12,15 +13,16 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, double p, int64_t max_le
              d_model, max_len);
   register_module("dropout", dropout);
   if (learned) {
-    register_parameter("weight", table_,
-                       randn({max_len, d_model}, options, gen, 0.0, 1.0 / std::sqrt(double(d_model))));
+    register_parameter("weight", table_, normal({max_len, d_model}, 1.0 / std::sqrt(double(d_model)), options, gen));
     return;
   }
+  // Pairs (2k, 2k+1) share the frequency 1 / 10000^(2k / d_model).
+  std::vector<double> wavelength(static_cast<size_t>(d_model));
+  for (int64_t i = 0; i < d_model; ++i) wavelength[i] = std::pow(10000.0, static_cast<double>(i - i % 2) / d_model);
   std::vector<double> pe(static_cast<size_t>(max_len * d_model));
   for (int64_t pos = 0; pos < max_len; ++pos)
     for (int64_t i = 0; i < d_model; ++i) {
-      // Pairs (2k, 2k+1) share the frequency 1 / 10000^(2k / d_model).
-      const double angle = static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(i - i % 2) / d_model);
+      const double angle = static_cast<double>(pos) / wavelength[i];
       pe[pos * d_model + i] = i % 2 == 0 ? std::sin(angle) : std::cos(angle);
     }
   register_buffer("table", table_,
