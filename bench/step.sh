@@ -51,12 +51,28 @@ print(f"loom bf16 / float32 step speed: median {statistics.median(ratios):.2f}x 
 PY
   for precision in float32 bf16; do
     echo "== $precision: loom (one more run) against torch =="
-    QUIET_MAX=100 bench/step.sh "${rest[@]}" --precision "$precision" | grep -E '^(step:|torch / loom|peak RSS)'
+    QUIET_MAX=100 bench/step.sh "${rest[@]}" --precision "$precision" | grep -E '^(step:|loom step:|torch / loom|peak RSS)'
   done
   quiet_end
   exit
 fi
 "$loom" bench step "${args[@]}" --json "$out/loom.json"
+# The gemm ceiling of this CPU, measured now (bench/matmul_libs.cpp), and the step's
+# matmul FLOPs per second as a share of it.
+if [[ " ${args[*]} " != *" --device cuda"* ]] &&
+   g++ -O2 -std=c++20 -fopenmp bench/matmul_libs.cpp -o "$out/matmul_libs" -ldnnl -lopenblas 2>/dev/null; then
+  GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000} "$out/matmul_libs" | tail -1 | tee "$out/ceiling.txt"
+  python3 - "$out/loom.json" "$out/ceiling.txt" <<'PY'
+import json, re, sys
+loom = json.load(open(sys.argv[1]))
+f32, bf16 = (float(x) for x in re.findall(r"(?:float32|bf16) (\d+) GFLOP/s", open(sys.argv[2]).read()))
+ceiling = bf16 if loom.get("precision") == "bf16" else f32
+step = 1e3 * loom["step_tflops"]
+print(f"loom step: {step:.0f} GFLOP/s of matmul FLOPs (median), {100 * step / ceiling:.0f}% of the "
+      f"{loom.get('precision', 'float32')} gemm ceiling ({ceiling:.0f} GFLOP/s)" if ceiling > 0 else
+      f"loom step: {step:.0f} GFLOP/s of matmul FLOPs (median); no gemm ceiling for its precision here")
+PY
+fi
 if "$torch_python" -c 'import torch' 2>/dev/null; then
   "$torch_python" bench/torch_step.py "${args[@]}" --json "$out/torch.json"
   "$torch_python" - "$out/loom.json" "$out/torch.json" "$peak" <<'PY'
