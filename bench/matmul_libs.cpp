@@ -111,6 +111,6 @@ int main() {
     std::sort(v.begin(), v.end());
     return (v[(v.size() - 1) / 2] + v[v.size() / 2]) / 2;
   };
-  std::printf("gemm ceiling: float32 %.0f GFLOP/s, bf16 %.0f GFLOP/s (medians over the shapes%s)\n",
-              median(f32_rates), median(bf16_rates), median(bf16_rates) > 0 ? "" : "; no bf16 matmul on this CPU");
+  std::printf("gemm ceiling: float32 %.0f GFLOP/s, bf16 %.0f GFLOP/s (medians over the shapes%s)\n", median(f32_rates),
+              median(bf16_rates), median(bf16_rates) > 0 ? "" : "; no bf16 matmul on this CPU");
 }
