@@ -17,6 +17,9 @@
 // with OpenBLAS's packed kernels: 3 x 4 tiles ran at 45-70 GFLOP/s against sgemm's
 // 80-150 from 16 rows up (one thread, AMD EPYC Zen 3, 2026-11-26), so there a
 // Linear's products stay with sgemm, and only tiny products take the AVX2 tiles.
+// (Nor did the other order pay there: 6 x 16 tiles broadcasting X against a weight
+// stored transposed, which needs no packing, ran at 55-75 against sgemm's 110-130
+// from 32 rows up; only below 16 rows did either beat sgemm's packing every call.)
 #include <cstdint>
 
 namespace loom::detail {
