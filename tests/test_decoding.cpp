@@ -133,8 +133,11 @@ TEST_CASE("a tiny Transformer learns to copy sentences (Adam + Noam, label smoot
     tgt_out = ids(to, batch);
   };
 
+  // 400 steps: at 250 the sanitized Debug build (no fused multiply-adds, other rounding)
+  // copied only 23/32 once tiny products' rounding changed; release copies 29-32/32 at
+  // any of 300-500 steps, so the task is learned by then with room to spare.
   double first_loss = 0, loss_value = 0;
-  for (int step = 0; step < 250; ++step) {
+  for (int step = 0; step < 400; ++step) {
     Tensor src, tgt_in, tgt_out;
     make_batch(src, tgt_in, tgt_out);
     Tensor loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, pad);

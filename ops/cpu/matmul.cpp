@@ -3,9 +3,10 @@
 // gemm as transposed (no copy); batches and row (or column) blocks of each
 // product run in one OpenMP loop of single-threaded gemms. Which gemm multiplies
 // a block: float64, OpenBLAS's dgemm; float32, oneDNN's gemm where it has AVX-512
-// code (OpenBLAS's sgemm otherwise, and for tiny blocks), or the skinny kernel
+// code (OpenBLAS's sgemm otherwise, and for small blocks), the skinny kernel
 // (skinny_matmul.h) for X @ W^T with X in cache (a Linear's, few rows) on CPUs
-// with AVX-512, and its tiny kernels for products too small for a gemm call. In bf16 matmul precision (loom/matmul_precision.h) each float32
+// with AVX-512, or its tiny kernels for products too small for a gemm call (at most
+// kTinyProduct multiply-adds). In bf16 matmul precision (loom/matmul_precision.h) each float32
 // block of a product that is not tiny (in_bf16) is rounded to bfloat16
 // (bf16_rounding.h) and multiplied by oneDNN's bf16 gemm instead; the reference
 // rounds the same way.
