@@ -184,6 +184,15 @@ TEST_CASE("dropout: same mask for any thread count, keep fraction 1 - p, identit
     Generator g3(42);
     CHECK(dropout(x, 0.3, true, g3).to_vector<float>() == av);
   }
+  // Lengths that end inside a Philox chunk (128 elements) and inside a mask word
+  // (32), above and below the parallel grain: the fast kernel's bits are the reference's.
+  for (int64_t length : {int64_t{100003}, int64_t{160}, int64_t{37}, int64_t{5}}) {
+    Tensor y = ones({length}, {f32});
+    Generator fast_gen(5), reference_gen(5);
+    auto fast = dropout(y, 0.3, true, fast_gen).to_vector<float>();
+    KernelModeGuard reference(KernelMode::reference);
+    CHECK(dropout(y, 0.3, true, reference_gen).to_vector<float>() == fast);
+  }
   // Off: the input itself.
   CHECK(dropout(x, 0.3, false, g1).same(x));
   CHECK(dropout(x, 0.0, true, g1).same(x));

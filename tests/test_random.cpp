@@ -109,14 +109,15 @@ TEST_CASE("same seed, same bits: results do not depend on the thread count") {
   omp_set_num_threads(saved);
 }
 
-TEST_CASE("the 16-block Philox path, AVX-512 (where present) and AVX2, is bit-identical to philox_block") {
+TEST_CASE("the 32-block Philox path, AVX-512 (where present) and AVX2, is bit-identical to philox_block") {
   for (bool avx512 : {true, false}) {
     const bool previous = set_avx512_enabled(avx512);
     INFO("AVX-512 path: " << avx512_enabled());
-    for (uint64_t first : {uint64_t{0}, uint64_t{999}, (uint64_t{1} << 32) - 8}) {
-      uint32_t words[64];
-      philox_batch16(0x123456789abcull, 5, first, words);
-      for (int b = 0; b < 16; ++b) {
+    // Across the 2^32 block boundary too, inside a chunk and inside one interleaved batch.
+    for (uint64_t first : {uint64_t{0}, uint64_t{999}, (uint64_t{1} << 32) - 8, (uint64_t{1} << 32) - 13}) {
+      uint32_t words[4 * kPhiloxChunkBlocks];
+      philox_batch32(0x123456789abcull, 5, first, words);
+      for (int b = 0; b < kPhiloxChunkBlocks; ++b) {
         Philox4x32 r = philox_block(0x123456789abcull, 5, first + b);
         for (int lane = 0; lane < 4; ++lane) CHECK(words[4 * b + lane] == r.v[lane]);
       }

@@ -23,35 +23,40 @@ using kernels::kDropoutMaskBits;
 // keep iff uniform_from_bits(bits) = (bits >> 8) / 2^24 >= p, as an integer compare.
 uint32_t keep_threshold(double p) { return static_cast<uint32_t>(std::ceil(p * 16777216.0)); }
 
-// One batch of 16 Philox blocks (AVX-512 lanes, or two AVX2 batches) is 64
-// elements: two mask words.
-constexpr int64_t kChunk = 64;
-static_assert(kChunk == 2 * kDropoutMaskBits);
+// One chunk of 32 Philox blocks (philox_batch32) is 128 elements: four mask words.
+constexpr int64_t kChunk = 4 * kPhiloxChunkBlocks;
+static_assert(kChunk == 4 * kDropoutMaskBits);
 
-// Fast: 64 elements at a time from one batch of Philox words, then a vector loop
-// for keep-and-scale that also ORs the keep bits into the chunk's mask words;
-// chunks split over threads.
+// Keep-and-scale for up to one mask word's elements, a vector loop that also
+// gathers their keep bits; returns the word.
+template <typename T>
+uint32_t keep_and_scale(T* out, const T* x, const uint32_t* words, uint32_t threshold, T scale, int64_t count) {
+  uint32_t bits = 0;
+#pragma omp simd reduction(| : bits)
+  for (int64_t i = 0; i < count; ++i) {
+    const bool keep = (words[i] >> 8) >= threshold;
+    const T scaled = x[i] * scale;  // read unconditionally: no masked load
+    out[i] = keep ? scaled : T(0);
+    bits |= static_cast<uint32_t>(keep) << i;
+  }
+  return bits;
+}
+
+// Fast: 128 elements at a time from one chunk of Philox words, kept and scaled a
+// mask word at a time; chunks split over threads.
 template <typename T>
 void dropout_fast(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset) {
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const uint32_t threshold = keep_threshold(p);
-  const int64_t chunks = (n + kChunk - 1) / kChunk, words_in_mask = dropout_mask_words(n);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
   const bool parallel = n >= kernels::kParallelGrain && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t c = 0; c < chunks; ++c) {
     alignas(64) uint32_t words[kChunk];
-    philox_batch16(seed, offset, static_cast<uint64_t>(c) * (kChunk / 4), words);
-    const int64_t base = c * kChunk, count = std::min(kChunk, n - base);
-    uint64_t bits = 0;
-#pragma omp simd reduction(| : bits)
-    for (int64_t i = 0; i < count; ++i) {
-      const bool keep = (words[i] >> 8) >= threshold;
-      const T scaled = x[base + i] * scale;  // read unconditionally: no masked load
-      out[base + i] = keep ? scaled : T(0);
-      bits |= static_cast<uint64_t>(keep) << i;
-    }
-    mask[2 * c] = static_cast<uint32_t>(bits);
-    if (2 * c + 1 < words_in_mask) mask[2 * c + 1] = static_cast<uint32_t>(bits >> 32);
+    philox_batch32(seed, offset, static_cast<uint64_t>(c) * kPhiloxChunkBlocks, words);
+    for (int64_t first = c * kChunk; first < std::min(n, (c + 1) * kChunk); first += kDropoutMaskBits)
+      mask[first / kDropoutMaskBits] = keep_and_scale(out + first, x + first, words + (first - c * kChunk), threshold,
+                                                      scale, std::min(kDropoutMaskBits, n - first));
   }
 }
 
