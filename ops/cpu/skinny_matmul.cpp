@@ -141,9 +141,7 @@ template <int Vectors>
     for (int v = 0; v < Vectors; ++v)
       acc[v] += a[p] * ((v + 1) * L <= count ? load<Lanes8>(b + p * ldb + v * L)
                                              : load_part<Lanes8>(b + p * ldb + v * L, count - v * L));
-  float out[Vectors * L];
-  std::memcpy(out, acc, sizeof acc);
-  std::memcpy(c, out, static_cast<size_t>(count) * sizeof(float));
+  std::memcpy(c, acc, static_cast<size_t>(count) * sizeof(float));  // the vectors' lanes, in order
 }
 
 }  // namespace
