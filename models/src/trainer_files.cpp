@@ -207,8 +207,14 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::vector<Enc
   const std::string path = state_path(out);
   TrainerOptions options = saved.options;
   if (changes) changes(options);
-  std::unique_ptr<Trainer> t(new Trainer(Restored{}, saved.config, options, std::move(train), std::move(val), out,
-                                         saved.metadata, saved.extra_state));
+  // The model is built without random weights (nn::load below replaces every one,
+  // and the dropout generator's offset comes from the state): nothing to draw.
+  std::unique_ptr<Trainer> t;
+  {
+    nn::SkipInit skip_init;
+    t.reset(new Trainer(Restored{}, saved.config, options, std::move(train), std::move(val), out, saved.metadata,
+                        saved.extra_state));
+  }
   nn::TensorFile file = nn::load_safetensors(path);
   std::map<std::string, Tensor> by_name(file.tensors.begin(), file.tensors.end());
   nn::load(*t->model_, path, /*allow_unexpected=*/true);  // checks every name, shape and dtype
