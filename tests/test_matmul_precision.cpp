@@ -1,7 +1,8 @@
 // The matmul kernels' precision: bfloat16 products (oneDNN and the reference loop),
 // bf16 matmul precision for float32 tensors (operands rounded once, tiny products
 // left in float32), the float32 -> bfloat16 rounding, and the few-rows X @ W^T
-// kernel; each against float64 and for the same bits at 1 and 2 threads.
+// kernels (skinny, and by a packed weight); each against float64 (or the sum it
+// must equal) and for the same bits at 1 and 2 threads.
 #include <doctest/doctest.h>
 
 #include <omp.h>
@@ -16,6 +17,7 @@
 #include "loom/kernel_table.h"
 #include "loom/matmul_precision.h"
 #include "loom/ops.h"
+#include "loom/ops/packed_weights.h"
 #include "helpers.h"
 
 using namespace loom;
@@ -249,4 +251,68 @@ TEST_CASE("float32 tiny products: within float32 summation error of float64, a r
         CHECK(matmul(weights, values).to_vector<float>() == context.to_vector<float>());
         omp_set_num_threads(threads);
       }
+}
+
+// Products by a weight that a PackedWeights guard packed (loom/ops/packed_weights.h,
+// ops/cpu/packed_matmul.h): decoding's, on CPUs without AVX-512. Each element is
+// one chain of fused multiply-adds over k in order, the sum this test writes out.
+namespace {
+std::vector<float> fma_chains(const Tensor& x, const Tensor& w) {  // x [m, k] @ w [n, k]^T
+  const int64_t m = x.shape()[0], n = w.shape()[0], k = x.shape()[1];
+  const std::vector<float> xs = x.contiguous().to_vector<float>(), ws = w.contiguous().to_vector<float>();
+  std::vector<float> c(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; ++p) acc = std::fma(xs[i * k + p], ws[j * k + p], acc);
+      c[i * n + j] = acc;
+    }
+  return c;
+}
+}  // namespace
+
+TEST_CASE("PackedWeights: x @ w.t() by the packed copy, each element one fused multiply-add chain, any rows") {
+  const bool avx512 = avx512_enabled();
+  set_avx512_enabled(false);  // where the skinny kernel would take these products, packing is not wanted
+  // n: one partial panel, whole panels, and whole plus partial; k: 1 and longer; rows:
+  // 1 to 13 (whole 6-row tiles and each remainder), and 200 (two blocks of rows).
+  for (int64_t n : {1, 16, 40})
+    for (int64_t k : {1, 7, 64})
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 13, 200}) {
+        INFO("m ", m, " n ", n, " k ", k);
+        Tensor x = randn({m, k}), w = randn({n, k});
+        PackedWeights packed({w});
+        REQUIRE(packed.packed() == 1);
+        const std::vector<float> all = matmul(x, w.t()).to_vector<float>();
+        CHECK(all == fma_chains(x, w));
+        // A row alone: the same bits as among the others (a sentence's, among its batch-mates).
+        CHECK(matmul(x.narrow(0, m - 1, 1), w.t()).to_vector<float>() == std::vector<float>(all.end() - n, all.end()));
+        const int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
+        CHECK(matmul(x, w.t()).to_vector<float>() == all);
+        omp_set_num_threads(threads);
+      }
+  set_avx512_enabled(avx512);
+}
+
+TEST_CASE("PackedWeights: guards nest, a weight with a row stride packs, others are left alone, sgemm afterwards") {
+  const bool avx512 = avx512_enabled();
+  set_avx512_enabled(false);
+  Tensor x = randn({9, 300}), w = randn({70, 300}), wide = randn({33, 310}).narrow(1, 5, 300);
+  const std::vector<float> before = matmul(x, w.t()).to_vector<float>();
+  {
+    PackedWeights outer({w});
+    {
+      // w again (already packed: shared), a weight stored with row stride 310, and
+      // four that are not float32 CPU matrices stored row by row: skipped.
+      PackedWeights inner({w, wide, to_dtype(w, f64), randn({300}), w.t(), Tensor()});
+      CHECK(inner.packed() == 2);
+      CHECK(matmul(x, wide.t()).to_vector<float>() == fma_chains(x, wide));
+    }
+    CHECK(matmul(x, w.t()).to_vector<float>() == fma_chains(x, w));  // still the outer guard's copy
+  }
+  CHECK(matmul(x, w.t()).to_vector<float>() == before);  // no guard left: the product as before
+  set_avx512_enabled(avx512);
+  // Where the skinny kernel runs, nothing is packed.
+  CHECK(PackedWeights({w}).packed() == (avx512_enabled() ? 0u : 1u));
 }

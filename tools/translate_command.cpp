@@ -81,6 +81,7 @@ void run_translate(const TranslateOptions& o) {
   std::optional<KernelProfile> profile;
   if (o.profile) profile.emplace(device);
   const auto decode_start = std::chrono::steady_clock::now();
+  PackedWeights packed(models::decoding_weights(model));  // once for every batch
   for (size_t first = 0, last = 0; first < order.size(); first = last) {
     const size_t longest = ids[order[first]].size();
     last = first;

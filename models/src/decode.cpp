@@ -8,18 +8,33 @@
 
 namespace loom::models {
 
+std::vector<Tensor> decoding_weights(const Transformer& model) {
+  std::vector<Tensor> weights;
+  for (const auto& layer : model.decoder)
+    for (const Tensor& p : layer->parameters())
+      if (p.dim() == 2) weights.push_back(p);  // a Linear's (layer norms' are vectors)
+  weights.push_back(model.generator.weight);
+  return weights;
+}
+
 namespace {
 // Decoding builds no graph and runs the model in eval mode (no dropout); the
-// model's mode is restored afterwards, also when an error leaves early.
+// model's mode is restored afterwards, also when an error leaves early. The
+// decoder's weights are packed for the whole decoding (unless a caller's guard
+// already packed them).
 class Inference {
  public:
-  explicit Inference(Transformer& model) : model_(model), was_training_(model.is_training()) { model.eval(); }
+  explicit Inference(Transformer& model)
+      : packed_(decoding_weights(model)), model_(model), was_training_(model.is_training()) {
+    model.eval();
+  }
   ~Inference() { model_.train(was_training_); }
   Inference(const Inference&) = delete;
   Inference& operator=(const Inference&) = delete;
 
  private:
   NoGradGuard no_grad_;
+  PackedWeights packed_;
   Transformer& model_;
   bool was_training_;
 };

@@ -20,6 +20,7 @@ double greedy_bleu(Transformer& model, const Vocabulary& vocab, const std::vecto
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
   std::vector<std::string> hypotheses(sources.size());
+  PackedWeights packed(decoding_weights(model));  // once for every batch
   for (size_t first = 0; first < order.size(); first += kBatch) {
     const size_t last = std::min(order.size(), first + kBatch);
     const size_t longest = sources[order[last - 1]].size() + 1;  // + eos

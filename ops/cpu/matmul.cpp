@@ -5,11 +5,13 @@
 // a block: float64, OpenBLAS's dgemm; float32, oneDNN's gemm where it has AVX-512
 // code (OpenBLAS's sgemm otherwise, and for small blocks), the skinny kernel
 // (skinny_matmul.h) for X @ W^T with X in cache (a Linear's, few rows) on CPUs
-// with AVX-512, or its tiny kernels for products too small for a gemm call (at most
-// kTinyProduct multiply-adds). In bf16 matmul precision (loom/matmul_precision.h) each float32
-// block of a product that is not tiny (in_bf16) is rounded to bfloat16
-// (bf16_rounding.h) and multiplied by oneDNN's bf16 gemm instead; the reference
-// rounds the same way.
+// with AVX-512, or its tiny kernels for products too small for a gemm call (at
+// most kTinyProduct multiply-adds). A float32 X @ W^T whose W a PackedWeights
+// guard packed (decoding's weights, on CPUs without AVX-512) is not split into
+// blocks: the packed kernel (packed_matmul.h) takes it whole. In bf16 matmul
+// precision (loom/matmul_precision.h) each float32 block of a product that is not
+// tiny (in_bf16) is rounded to bfloat16 (bf16_rounding.h) and multiplied by
+// oneDNN's bf16 gemm instead; the reference rounds the same way.
 #include <cblas.h>
 #include <omp.h>
 
@@ -24,6 +26,7 @@
 #include "bf16_rounding.h"
 #include "matmul_blocks.h"
 #include "onednn_gemm.h"
+#include "packed_matmul.h"
 #include "skinny_matmul.h"
 #include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
@@ -181,6 +184,11 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   const T* b_base = pb;
   const bool bf16 = in_bf16<T>(m, n, k);
   if constexpr (std::is_same_v<T, float>) {
+    // A weight packed for decoding: the whole product at once, any m, so a row's
+    // bits never depend on the other rows (packed_matmul.h).
+    if (!bf16 && batches == 1 && la.trans == CblasNoTrans && lb.trans == CblasTrans)
+      if (const auto packed = detail::packed_weight_of(pb, n, k, lb.ld))
+        return detail::packed_matmul(m, pa, la.ld, *packed, pc, n);
     // One large product in bf16 (a Linear's): each operand is rounded once, by all
     // threads, rather than the shared one again for every block.
     const int64_t block_product = std::min(m, split.size) * std::min(n, split.size) * k;

@@ -25,6 +25,7 @@ struct Translator {
                                      int64_t extra_len) {
     models::Transformer& model = *folder.model;
     std::vector<std::string> out;
+    PackedWeights packed(models::decoding_weights(model));  // once for every sentence
     for (const std::string& sentence : sentences) {
       if (models::is_blank(sentence)) {
         out.emplace_back();

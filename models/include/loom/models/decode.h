@@ -15,8 +15,17 @@
 
 #include "loom/models/data.h"
 #include "loom/models/transformer.h"
+#include "loom/ops/packed_weights.h"
 
 namespace loom::models {
+
+// The weights that decoding multiplies a few rows by at every step: the decoder
+// layers' Linears and the generator (tied to the target embedding). Each decoding
+// call below packs them for its products (loom/ops/packed_weights.h); a caller
+// that decodes batch after batch (translate, validation) holds one guard over
+// the loop, `PackedWeights packed(decoding_weights(model));`, and they are packed
+// once. The translations are the same either way.
+std::vector<Tensor> decoding_weights(const Transformer& model);
 
 // Greedy decoding: starting from `bos`, appends the most likely next token
 // until every sentence has produced `eos` or max_len tokens. Returns [B, <= max_len + 1]

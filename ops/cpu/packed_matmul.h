@@ -1,0 +1,42 @@
+#pragma once
+// float32 products X W^T (a Linear's layout, W [n, k]) against a weight packed
+// once for many products: decoding's projections on CPUs without AVX-512, where
+// the skinny kernel (skinny_matmul.h) does not run. OpenBLAS 0.3.21's sgemm packs
+// the whole weight again on every call, however few rows it multiplies, and
+// decoding calls it with a handful of rows per step.
+//
+// The packed copy holds W's rows in panels of 16 (the last one zero-padded), each
+// panel k-major: its 16 weights of input p are 16 consecutive floats. A tile of up
+// to 6 rows of X by one panel keeps 12 AVX2 accumulators in registers and streams
+// the panel once. Each element of C is one chain of fused multiply-adds over
+// p = 0, 1, ..., k - 1, starting from 0, whatever m, n, the tile it falls in or the
+// thread count: so a row's results depend on no other row of the call (a sentence's
+// translation on no other sentence of its batch), and the reference kernel, a plain
+// loop of std::fma, gives the same bits.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace loom::detail {
+
+struct PackedWeight {
+  int64_t n = 0, k = 0;       // W's shape: n outputs of k inputs
+  std::vector<float> panels;  // ceil(n / 16) panels of k x 16 floats
+};
+
+// W [n, k] with row stride ldw, packed.
+PackedWeight pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw);
+
+// c[i * ldc + j] = sum_p x[i * ldx + p] * W[j][p] for i < m, j < w.n, p < w.k.
+void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc);
+void packed_matmul_reference(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc);
+
+// Whether a decoding's weights are worth packing here: where the skinny kernel does
+// not take a Linear's few-row products (every CPU without AVX-512 enabled).
+bool packed_matmul_wanted();
+
+// The packed copy of a weight that a live PackedWeights guard (loom/ops/packed_weights.h)
+// registered, for W [n, k] at w with row stride ldw; null if none is.
+std::shared_ptr<const PackedWeight> packed_weight_of(const float* w, int64_t n, int64_t k, int64_t ldw);
+
+}  // namespace loom::detail

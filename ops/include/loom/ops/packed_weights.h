@@ -1,0 +1,35 @@
+#pragma once
+// A scope in which some weights are read from a copy packed for products with few
+// rows (decoding's): while a PackedWeights lives, every float32 CPU product
+// matmul(x, w.t()) with w one of its weights (a Linear's) multiplies by the
+// packed copy (ops/cpu/packed_matmul.h) instead of calling sgemm, which packs the
+// weight again on every call. On CPUs with AVX-512 enabled the skinny kernel
+// already takes those products, and the guard packs nothing.
+//
+// The weights must not change while the guard lives (decoding: eval mode, no
+// graph); there is no version counter to notice if they do. Guards nest: a
+// weight that an outer guard packed is not packed again, so a loop of decodings
+// (`loom translate`, validation) wraps them in one guard and packs once, with the
+// same results as each decoding packing for itself. Weights that are not float32
+// CPU matrices stored row by row are left alone.
+#include <vector>
+
+#include "loom/tensor.h"
+
+namespace loom {
+
+class PackedWeights {
+ public:
+  explicit PackedWeights(const std::vector<Tensor>& weights);
+  ~PackedWeights();
+  PackedWeights(const PackedWeights&) = delete;
+  PackedWeights& operator=(const PackedWeights&) = delete;
+
+  // How many of the weights this guard holds a packed copy of (0 where packing is not wanted).
+  size_t packed() const { return weights_.size(); }
+
+ private:
+  std::vector<Tensor> weights_;  // kept alive, so no other tensor can reuse their memory meanwhile
+};
+
+}  // namespace loom
