@@ -1,9 +1,11 @@
 // Products against a packed weight (packed_matmul.h): the tiles beside the plain
-// reference loop. Compiled with -ffp-contract=fast (ops/CMakeLists.txt), so
-// `acc += x * w` is one fused multiply-add, as the reference's std::fma.
+// reference loop.
 #include "packed_matmul.h"
 
 #include <omp.h>
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +31,17 @@ int64_t panel_count(int64_t n) { return (n + kPanel - 1) / kPanel; }
   return v;
 }
 
+// acc + x * w in each lane, rounded once: the reference's std::fma. Written out,
+// because a Debug build does not contract `acc += x * w` whatever -ffp-contract says.
+[[gnu::always_inline]] inline Lanes8 fma_lanes(float x, Lanes8 w, Lanes8 acc) {
+#if defined(__FMA__)
+  return _mm256_fmadd_ps(_mm256_set1_ps(x), w, acc);
+#else
+  for (int lane = 0; lane < 8; ++lane) acc[lane] = std::fma(x, w[lane], acc[lane]);
+  return acc;
+#endif
+}
+
 // R rows of X times one panel, all of k. A whole panel stores its 16 columns
 // directly; the last, partial one goes through a buffer (a store of `columns`
 // floats straight from the accumulators would make g++ keep them in memory).
@@ -43,8 +56,8 @@ template <int R, bool Whole>
     const Lanes8 w_low = load(panel + p * kPanel), w_high = load(panel + p * kPanel + 8);
     for (int r = 0; r < R; ++r) {
       const float xp = rows[r][p];
-      low[r] += xp * w_low;
-      high[r] += xp * w_high;
+      low[r] = fma_lanes(xp, w_low, low[r]);
+      high[r] = fma_lanes(xp, w_high, high[r]);
     }
   }
   for (int r = 0; r < R; ++r) {
