@@ -185,9 +185,12 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   const bool bf16 = in_bf16<T>(m, n, k);
   if constexpr (std::is_same_v<T, float>) {
     // A weight packed for decoding: the whole product at once, any m, so a row's
-    // bits never depend on the other rows (packed_matmul.h).
-    if (!bf16 && batches == 1 && la.trans == CblasNoTrans && lb.trans == CblasTrans)
-      if (const auto packed = detail::packed_weight_of(pb, n, k, lb.ld))
+    // bits never depend on the other rows (packed_matmul.h). b is then W^T, strides
+    // (1, W's row stride); read from b itself, since gemm_operand calls a one-row
+    // or one-column W^T untransposed.
+    const int64_t b_row_stride = b.strides()[b.dim() - 2], b_column_stride = b.strides()[b.dim() - 1];
+    if (!bf16 && batches == 1 && la.trans == CblasNoTrans && b_row_stride == 1)
+      if (const auto packed = detail::packed_weight_of(pb, n, k, b_column_stride))
         return detail::packed_matmul(m, pa, la.ld, *packed, pc, n);
     // One large product in bf16 (a Linear's): each operand is rounded once, by all
     // threads, rather than the shared one again for every block.
