@@ -25,7 +25,8 @@ std::mutex registry_mutex;
 std::map<const float*, Registered> registry;  // by the weight's first element
 std::atomic<size_t> registry_size{0};         // read without the lock: most products find nothing
 
-// A float32 CPU matrix whose rows are contiguous (W^T is then a transposed gemm operand).
+// A float32 CPU matrix whose rows are contiguous: W^T then has strides (1, W's row
+// stride), what blas_matmul looks for.
 bool packable(const Tensor& w) {
   return w.defined() && w.device().type == DeviceType::cpu && w.dtype() == DType::f32 && w.dim() == 2 &&
          w.numel() > 0 && w.strides()[1] == 1 && w.strides()[0] >= w.shape()[1];
