@@ -33,7 +33,7 @@ timed() {
   local name="$1"; shift
   local start=$EPOCHREALTIME
   /usr/bin/time -f "%U %S" -o "$out/cpu" "$@"
-  seconds=$(echo "$EPOCHREALTIME - $start" | bc)
+  seconds=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')
   printf '%-34s %6.2f s wall, %6.2f s cpu\n' "$name:" "$seconds" "$(awk '{print $1 + $2}' "$out/cpu")"
 }
 
@@ -50,7 +50,7 @@ if "$torch_python" -c 'import torch, sentencepiece' 2>/dev/null; then
   torch_seconds=$("$torch_python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["seconds"])' "$out/torch.json")
   printf '%-34s %6.2f s wall (in the script: loading, tokenizing, decoding; no import)\n' "torch greedy:" \
     "$torch_seconds"
-  echo "torch / loom greedy time: $(echo "scale=2; $torch_seconds / $loom_greedy" | bc) (> 1: loom faster)"
+  echo "torch / loom greedy time: $(awk -v t="$torch_seconds" -v l="$loom_greedy" 'BEGIN { printf "%.2f", t / l }') (> 1: loom faster)"
   echo "greedy translations identical: $(paste -d'\n' "$out/greedy.txt" "$out/torch.txt" | paste - - |
     awk -F'\t' '$1 == $2 { same++ } END { print same "/" NR }')"
 else

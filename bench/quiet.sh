@@ -19,8 +19,8 @@ quiet_start() {
 }
 
 quiet_end() {
-  local busy children wall
-  busy=$(_quiet_busy) children=$(_quiet_children) wall=$(echo "$EPOCHREALTIME - $_quiet_start" | bc)
+  local busy children wall  # awk, not bc: bc is not on every machine (a GPU machine's image lacks it)
+  busy=$(_quiet_busy) children=$(_quiet_children) wall=$(awk -v a="$_quiet_start" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')
   awk -v busy=$((busy - _quiet_busy0)) -v ours=$((children - _quiet_children0)) -v wall="$wall" \
       -v cores="$(getconf _NPROCESSORS_ONLN)" -v hz="$(getconf CLK_TCK)" -v max="${QUIET_MAX:-5}" \
       -v load="$_quiet_load" 'BEGIN {

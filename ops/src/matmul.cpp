@@ -78,7 +78,12 @@ LOOM_OP(matmul){
                 binary_sample({2, 3, 4}, {4, 5}, Domain::any, "batched @ matrix"),
                 {{{{4, 3}}, {{5, 4}}},
                  [](const OpArgs& x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); },
-                 "transposed views (weight.t())"}},
+                 "transposed views (weight.t())"},
+                {{{{2, 3, 4, 5}}, {{2, 3, 4, 5}}},  // [batch, length, heads, d] viewed as [batch, heads, ...]
+                 [](const OpArgs& x) {
+                   return matmul(permute(x[0], {0, 2, 1, 3}), permute(x[1], {0, 2, 3, 1}));
+                 },
+                 "attention's head views (batch dims that do not coalesce)"}},
 };
 
 }  // namespace loom
