@@ -124,16 +124,6 @@ void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w
   }
 }
 
-void packed_matmul_reference(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < w.n; ++j) {
-      const float* panel = w.panels.data() + j / kPanel * w.k * kPanel;
-      float acc = 0.0f;
-      for (int64_t p = 0; p < w.k; ++p) acc = std::fma(x[i * ldx + p], panel[p * kPanel + j % kPanel], acc);
-      c[i * ldc + j] = acc;
-    }
-}
-
 bool packed_matmul_wanted() { return !skinny_matmul_available(); }
 
 }  // namespace loom::detail

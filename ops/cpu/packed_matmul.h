@@ -27,9 +27,10 @@ struct PackedWeight {
 // W [n, k] with row stride ldw, packed.
 PackedWeight pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw);
 
-// c[i * ldc + j] = sum_p x[i * ldx + p] * W[j][p] for i < m, j < w.n, p < w.k.
+// c[i * ldc + j] = sum_p x[i * ldx + p] * W[j][p] for i < m, j < w.n, p < w.k, each
+// element one chain of fused multiply-adds over p in order (the reference that
+// tests/test_matmul_precision.cpp writes out and compares bit for bit).
 void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc);
-void packed_matmul_reference(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc);
 
 // Whether a decoding's weights are worth packing here: where the skinny kernel does
 // not take a Linear's few-row products (every CPU without AVX-512 enabled).
