@@ -254,7 +254,7 @@ TEST_CASE("float32 tiny products: within float32 summation error of float64, a r
 }
 
 // Products by a weight that a PackedWeights guard packed (loom/ops/packed_weights.h,
-// ops/cpu/packed_matmul.h): decoding's, on CPUs without AVX-512. Each element is
+// ops/cpu/packed_matmul.h): decoding's, on every CPU (AVX-512 or not). Each element is
 // one chain of fused multiply-adds over k in order, the sum this test writes out.
 namespace {
 std::vector<float> fma_chains(const Tensor& x, const Tensor& w) {  // x [m, k] @ w [n, k]^T
@@ -272,8 +272,6 @@ std::vector<float> fma_chains(const Tensor& x, const Tensor& w) {  // x [m, k] @
 }  // namespace
 
 TEST_CASE("PackedWeights: x @ w.t() by the packed copy, each element one fused multiply-add chain, any rows") {
-  const bool avx512 = avx512_enabled();
-  set_avx512_enabled(false);  // where the skinny kernel would take these products, packing is not wanted
   // n: one partial panel, whole panels, and whole plus partial; k: 1 and longer; rows:
   // 1 to 13 (whole 6-row tiles and each remainder), and 200 (two blocks of rows).
   for (int64_t n : {1, 16, 40})
@@ -292,12 +290,9 @@ TEST_CASE("PackedWeights: x @ w.t() by the packed copy, each element one fused m
         CHECK(matmul(x, w.t()).to_vector<float>() == all);
         omp_set_num_threads(threads);
       }
-  set_avx512_enabled(avx512);
 }
 
 TEST_CASE("PackedWeights: guards nest, a weight with a row stride packs, others are left alone, sgemm afterwards") {
-  const bool avx512 = avx512_enabled();
-  set_avx512_enabled(false);
   Tensor x = randn({9, 300}), w = randn({70, 300}), wide = randn({33, 310}).narrow(1, 5, 300);
   const std::vector<float> before = matmul(x, w.t()).to_vector<float>();
   {
@@ -312,7 +307,13 @@ TEST_CASE("PackedWeights: guards nest, a weight with a row stride packs, others 
     CHECK(matmul(x, w.t()).to_vector<float>() == fma_chains(x, w));  // still the outer guard's copy
   }
   CHECK(matmul(x, w.t()).to_vector<float>() == before);  // no guard left: the product as before
+  // With AVX-512 on or off: the packed copy, not the skinny kernel or sgemm.
+  const bool avx512 = avx512_enabled();
+  for (bool on : {false, true}) {
+    set_avx512_enabled(on);
+    PackedWeights packed({w});
+    CHECK(packed.packed() == 1);
+    CHECK(matmul(x, w.t()).to_vector<float>() == fma_chains(x, w));
+  }
   set_avx512_enabled(avx512);
-  // Where the skinny kernel runs, nothing is packed.
-  CHECK(PackedWeights({w}).packed() == (avx512_enabled() ? 0u : 1u));
 }

@@ -7,7 +7,7 @@
 // (skinny_matmul.h) for X @ W^T with X in cache (a Linear's, few rows) on CPUs
 // with AVX-512, or its tiny kernels for products too small for a gemm call (at
 // most kTinyProduct multiply-adds). A float32 X @ W^T whose W a PackedWeights
-// guard packed (decoding's weights, on CPUs without AVX-512) is not split into
+// guard packed (decoding's weights) is not split into
 // blocks: the packed kernel (packed_matmul.h) takes it whole. In bf16 matmul
 // precision (loom/matmul_precision.h) each float32 block of a product that is not
 // tiny (in_bf16) is rounded to bfloat16 (bf16_rounding.h) and multiplied by

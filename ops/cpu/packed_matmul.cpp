@@ -124,6 +124,4 @@ void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w
   }
 }
 
-bool packed_matmul_wanted() { return !skinny_matmul_available(); }
-
 }  // namespace loom::detail

@@ -1,9 +1,11 @@
 #pragma once
 // float32 products X W^T (a Linear's layout, W [n, k]) against a weight packed
-// once for many products: decoding's projections on CPUs without AVX-512, where
-// the skinny kernel (skinny_matmul.h) does not run. OpenBLAS 0.3.21's sgemm packs
+// once for many products: decoding's projections. OpenBLAS 0.3.21's sgemm packs
 // the whole weight again on every call, however few rows it multiplies, and
-// decoding calls it with a handful of rows per step.
+// decoding calls it with a handful of rows per step. On CPUs with AVX-512 it also
+// beats the skinny kernel (skinny_matmul.h), which re-reads X for every tile of
+// weight rows: beam 4 took 17.1-18.2 s against 21.0-21.6 s there (AMD EPYC Zen 4,
+// 2 threads, a 1-epoch model, 2026-11-27), with the same translations.
 //
 // The packed copy holds W's rows in panels of 16 (the last one zero-padded), each
 // panel k-major: its 16 weights of input p are 16 consecutive floats. A tile of up
@@ -31,10 +33,6 @@ PackedWeight pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw);
 // element one chain of fused multiply-adds over p in order (the reference that
 // tests/test_matmul_precision.cpp writes out and compares bit for bit).
 void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc);
-
-// Whether a decoding's weights are worth packing here: where the skinny kernel does
-// not take a Linear's few-row products (every CPU without AVX-512 enabled).
-bool packed_matmul_wanted();
 
 // The packed copy of a weight that a live PackedWeights guard (loom/ops/packed_weights.h)
 // registered, for W [n, k] at w with row stride ldw; null if none is.

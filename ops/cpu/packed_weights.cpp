@@ -35,7 +35,6 @@ bool packable(const Tensor& w) {
 }  // namespace
 
 PackedWeights::PackedWeights(const std::vector<Tensor>& weights) {
-  if (!detail::packed_matmul_wanted()) return;
   std::lock_guard lock(registry_mutex);
   for (const Tensor& w : weights) {
     if (!packable(w)) continue;

@@ -3,8 +3,8 @@
 // rows (decoding's): while a PackedWeights lives, every float32 CPU product
 // matmul(x, w.t()) with w one of its weights (a Linear's) multiplies by the
 // packed copy (ops/cpu/packed_matmul.h) instead of calling sgemm, which packs the
-// weight again on every call. On CPUs with AVX-512 enabled the skinny kernel
-// already takes those products, and the guard packs nothing.
+// weight again on every call (and before the skinny kernel, where AVX-512 would
+// run it: the packed copy is read faster).
 //
 // The weights must not change while the guard lives (decoding: eval mode, no
 // graph); there is no version counter to notice if they do. Guards nest: a
@@ -25,7 +25,7 @@ class PackedWeights {
   PackedWeights(const PackedWeights&) = delete;
   PackedWeights& operator=(const PackedWeights&) = delete;
 
-  // How many of the weights this guard holds a packed copy of (0 where packing is not wanted).
+  // How many of the weights this guard holds a packed copy of.
   size_t packed() const { return weights_.size(); }
 
  private:
