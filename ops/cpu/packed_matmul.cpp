@@ -1,5 +1,6 @@
-// Products against a packed weight (packed_matmul.h): the tiles beside the plain
-// reference loop.
+// Products against a packed weight (packed_matmul.h): packing, and the tiles. Their
+// reference is the chain of fused multiply-adds the header states, which
+// tests/test_matmul_precision.cpp writes out and compares bit for bit.
 #include "packed_matmul.h"
 
 #include <omp.h>
@@ -10,8 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-
-#include "skinny_matmul.h"
 
 namespace loom::detail {
 
