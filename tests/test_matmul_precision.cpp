@@ -317,3 +317,68 @@ TEST_CASE("PackedWeights: guards nest, a weight with a row stride packs, others 
   }
   set_avx512_enabled(avx512);
 }
+
+// In bf16 precision a guard also packs a bfloat16 copy (AVX512-BF16 CPUs), and the
+// products by it are VDPBF16PS's chain over pairs of inputs (packed_matmul.h),
+// written out here. Inputs are rounded to bfloat16 first; the instruction flushes
+// denormals, which randn's values never come near.
+namespace {
+std::vector<float> dpbf16_chains(const Tensor& x, const Tensor& w) {  // x [m, k] @ w [n, k]^T
+  const int64_t m = x.shape()[0], n = w.shape()[0], k = x.shape()[1];
+  auto rounded = [](const Tensor& t) {
+    std::vector<float> values = t.contiguous().to_vector<float>();
+    for (float& v : values) v = static_cast<float>(bfloat16(v));
+    return values;
+  };
+  const std::vector<float> xs = rounded(x), ws = rounded(w);
+  std::vector<float> c(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; p += 2) {
+        const float high = p + 1 < k ? xs[i * k + p + 1] * ws[j * k + p + 1] : 0.0f;  // exact: 8-bit mantissas
+        acc = (acc + high) + xs[i * k + p] * ws[j * k + p];
+      }
+      c[i * n + j] = acc;
+    }
+  return c;
+}
+}  // namespace
+
+TEST_CASE("PackedWeights in bf16 precision: products by the bfloat16 copy, VDPBF16PS's chain, any rows") {
+  if (!cpu_bf16_matmul_available() || !avx512_enabled()) {
+    MESSAGE("no AVX512-BF16 here (or LOOM_NO_AVX512 set): no bfloat16 packed copy");
+    return;
+  }
+  // n: partial, whole, whole plus partial panels; k: odd (a last pair with a 0) and even;
+  // rows: 1 to 13 (a whole 12-row tile and each remainder) and 200 (two blocks of rows).
+  for (int64_t n : {1, 16, 40})
+    for (int64_t k : {1, 7, 64})
+      for (int64_t m : {1, 2, 5, 11, 12, 13, 200}) {
+        INFO("m ", m, " n ", n, " k ", k);
+        Tensor x = randn({m, k}), w = randn({n, k});
+        MatmulPrecisionGuard bf16_precision(MatmulPrecision::bf16);
+        PackedWeights packed({w});
+        const std::vector<float> all = matmul(x, w.t()).to_vector<float>();
+        CHECK(all == dpbf16_chains(x, w));
+        CHECK(matmul(x.narrow(0, m - 1, 1), w.t()).to_vector<float>() == std::vector<float>(all.end() - n, all.end()));
+        const int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
+        CHECK(matmul(x, w.t()).to_vector<float>() == all);
+        omp_set_num_threads(threads);
+        // Back in float32 precision, the float32 copy.
+        MatmulPrecisionGuard float32_precision(MatmulPrecision::float32);
+        CHECK(matmul(x, w.t()).to_vector<float>() == fma_chains(x, w));
+      }
+  // A guard made in float32 precision packs no bfloat16 copy: in bf16 precision its
+  // products are bf16 matmul's as without a guard, not the float32 copy's.
+  Tensor x = randn({9, 300}), w = randn({70, 300});
+  MatmulPrecisionGuard bf16_precision(MatmulPrecision::bf16);
+  const std::vector<float> unpacked = matmul(x, w.t()).to_vector<float>();
+  MatmulPrecisionGuard float32_precision(MatmulPrecision::float32);
+  PackedWeights packed({w});
+  MatmulPrecisionGuard back_to_bf16(MatmulPrecision::bf16);
+  const std::vector<float> product = matmul(x, w.t()).to_vector<float>();
+  CHECK(product == unpacked);
+  CHECK(product != fma_chains(x, w));
+}

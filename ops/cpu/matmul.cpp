@@ -8,7 +8,8 @@
 // with AVX-512, or its tiny kernels for products too small for a gemm call (at
 // most kTinyProduct multiply-adds). A float32 X @ W^T whose W a PackedWeights
 // guard packed (decoding's weights) is not split into
-// blocks: the packed kernel (packed_matmul.h) takes it whole. In bf16 matmul
+// blocks: the packed kernel (packed_matmul.h) takes it whole (in bf16 precision,
+// by the weight's bfloat16 copy where it has one). In bf16 matmul
 // precision (loom/matmul_precision.h) each float32 block of a product that is not
 // tiny (in_bf16) is rounded to bfloat16 (bf16_rounding.h) and multiplied by
 // oneDNN's bf16 gemm instead; the reference rounds the same way.
@@ -189,9 +190,14 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     // (1, W's row stride); read from b itself, since gemm_operand calls a one-row
     // or one-column W^T untransposed.
     const int64_t b_row_stride = b.strides()[b.dim() - 2], b_column_stride = b.strides()[b.dim() - 1];
-    if (!bf16 && batches == 1 && la.trans == CblasNoTrans && b_row_stride == 1)
-      if (const auto packed = detail::packed_weight_of(pb, n, k, b_column_stride))
-        return detail::packed_matmul(m, pa, la.ld, *packed, pc, n);
+    // In bf16 precision its bfloat16 copy, if it has one, at any m (again so that a
+    // row's bits never depend on the other rows).
+    if (batches == 1 && la.trans == CblasNoTrans && b_row_stride == 1)
+      if (const auto packed = detail::packed_weight_of(pb, n, k, b_column_stride)) {
+        if (matmul_precision() == MatmulPrecision::bf16 && !packed->bf16_pairs.empty())
+          return detail::packed_matmul_bf16(m, pa, la.ld, *packed, pc, n);
+        if (!bf16) return detail::packed_matmul(m, pa, la.ld, *packed, pc, n);
+      }
     // One large product in bf16 (a Linear's): each operand is rounded once, by all
     // threads, rather than the shared one again for every block.
     const int64_t block_product = std::min(m, split.size) * std::min(n, split.size) * k;

@@ -15,6 +15,11 @@
 // thread count: so a row's results depend on no other row of the call (a sentence's
 // translation on no other sentence of its batch), and the reference kernel, a plain
 // loop of std::fma, gives the same bits.
+//
+// In bf16 matmul precision (loom/matmul_precision.h) on a CPU with AVX512-BF16, a
+// weight packed then also gets a bfloat16 copy (packed_matmul_bf16.cpp), read at
+// twice the float32 kernel's multiply-adds per cycle and half its bytes. Its
+// chain is VDPBF16PS's, over pairs of inputs: see packed_matmul_bf16.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -24,15 +29,34 @@ namespace loom::detail {
 struct PackedWeight {
   int64_t n = 0, k = 0;       // W's shape: n outputs of k inputs
   std::vector<float> panels;  // ceil(n / 16) panels of k x 16 floats
+  // Empty, or ceil(n / 16) panels of ceil(k / 2) x 16 pairs: W[j][2q] rounded to
+  // bfloat16 in the low half of a pair, W[j][2q + 1] (0 past k) in the high half.
+  std::vector<uint32_t> bf16_pairs;
 };
 
-// W [n, k] with row stride ldw, packed.
-PackedWeight pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw);
+// W [n, k] with row stride ldw, packed; with its bfloat16 copy too if with_bf16
+// and packed_bf16_available().
+PackedWeight pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw, bool with_bf16 = false);
+
+// W's bfloat16 copy as PackedWeight::bf16_pairs lays it out.
+std::vector<uint32_t> pack_bf16_pairs(const float* w, int64_t n, int64_t k, int64_t ldw);
+
+// Whether this CPU runs packed_matmul_bf16 (AVX512-BF16, and AVX-512 not turned off).
+bool packed_bf16_available();
 
 // c[i * ldc + j] = sum_p x[i * ldx + p] * W[j][p] for i < m, j < w.n, p < w.k, each
 // element one chain of fused multiply-adds over p in order (the reference that
 // tests/test_matmul_precision.cpp writes out and compares bit for bit).
 void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc);
+
+// The same product by w's bfloat16 copy (w.bf16_pairs not empty), each row of X
+// rounded to bfloat16 first (bf16_rounding.h). Each element of C is VDPBF16PS's
+// chain over the pairs q = 0, 1, ..., ceil(k / 2) - 1, starting from 0:
+//   acc = (acc + x[2q + 1] * W[j][2q + 1]) + x[2q] * W[j][2q]
+// in float32 (each product of two bfloat16 values exact, each sum rounded to
+// nearest even, denormals flushed to zero), any m, tile or thread count; the
+// reference that tests/test_matmul_precision.cpp writes out.
+void packed_matmul_bf16(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc);
 
 // The packed copy of a weight that a live PackedWeights guard (loom/ops/packed_weights.h)
 // registered, for W [n, k] at w with row stride ldw; null if none is.

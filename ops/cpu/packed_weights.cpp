@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "loom/matmul_precision.h"
 #include "loom/ops/packed_weights.h"
 #include "packed_matmul.h"
 
@@ -35,6 +36,8 @@ bool packable(const Tensor& w) {
 }  // namespace
 
 PackedWeights::PackedWeights(const std::vector<Tensor>& weights) {
+  // In bf16 precision, a bfloat16 copy as well (packed_matmul.h), for products then.
+  const bool with_bf16 = matmul_precision() == MatmulPrecision::bf16;
   std::lock_guard lock(registry_mutex);
   for (const Tensor& w : weights) {
     if (!packable(w)) continue;
@@ -42,7 +45,7 @@ PackedWeights::PackedWeights(const std::vector<Tensor>& weights) {
     Registered& entry = registry[data];
     if (entry.guards == 0)
       entry = {.packed = std::make_shared<const detail::PackedWeight>(
-                   detail::pack_weight(data, w.shape()[0], w.shape()[1], w.strides()[0])),
+                   detail::pack_weight(data, w.shape()[0], w.shape()[1], w.strides()[0], with_bf16)),
                .ld = w.strides()[0]};
     ++entry.guards;
     weights_.push_back(w);
