@@ -7,7 +7,8 @@
 # Times (loading the model and tokenizing included; for torch, not its import):
 #   loom translate --beam 4 at alpha 0.6 (the paper's) and 1.0 (a longer search: the main job
 #   picks one by validation BLEU) (the issue's target: test_2016_flickr in <= 10 s on 2 cores),
-#   loom translate --beam 1 --alpha 0 (greedy decoding), and bench/torch_decode.py,
+#   loom translate --beam 1 --alpha 0 (greedy decoding), both again in --precision bf16 (with
+#   how many translations agree with float32's), and bench/torch_decode.py,
 #   PyTorch greedy decoding of the same weights with the same cached, batched algorithm.
 # Prints the torch / loom greedy time ratio (> 1: loom faster) and how many greedy
 # translations agree, a check that both ran the same model.
@@ -44,6 +45,16 @@ timed "loom beam 4, alpha 1.0" "$loom" translate --model "$model" --input "$inpu
 timed "loom greedy (--beam 1 --alpha 0)" "$loom" translate --model "$model" --input "$input" --output "$out/greedy.txt" \
   --beam 1 --alpha 0 --threads "$threads"
 loom_greedy=$seconds
+# bf16 decoding (the decoder's weights packed in bfloat16, ops/cpu/packed_matmul.h) where
+# the CPU has AVX512-BF16 (otherwise translate says so and stays float32).
+timed "loom beam 4, alpha 1.0, bf16" "$loom" translate --model "$model" --input "$input" \
+  --output "$out/beam4-alpha1-bf16.txt" --beam 4 --alpha 1.0 --threads "$threads" --precision bf16
+timed "loom greedy, bf16" "$loom" translate --model "$model" --input "$input" --output "$out/greedy-bf16.txt" \
+  --beam 1 --alpha 0 --threads "$threads" --precision bf16
+for run in beam4-alpha1 greedy; do
+  echo "$run: bf16 translations identical to float32's: $(paste -d'\n' "$out/$run.txt" "$out/$run-bf16.txt" |
+    paste - - | awk -F'\t' '$1 == $2 { same++ } END { print same "/" NR }')"
+done
 if "$torch_python" -c 'import torch, sentencepiece' 2>/dev/null; then
   "$torch_python" bench/torch_decode.py --model "$model" --input "$input" --output "$out/torch.txt" \
     --threads "$threads" --json "$out/torch.json" > "$out/torch.log"
