@@ -12,7 +12,9 @@
 // Unlike autocast, the product's result stays float32 instead of being rounded to
 // bfloat16 as well: one rounding fewer, and no bf16 tensors between ops. And on the
 // CPU a tiny product (under 2^17 multiply-adds, as one head's attention scores are)
-// stays float32: rounding its operands costs more than bf16 saves (ops/cpu/matmul.cpp).
+// stays float32: rounding its operands costs more than bf16 saves (ops/cpu/matmul.cpp);
+// except a product by a weight packed for decoding in bf16 mode, bf16 at any size
+// (ops/cpu/packed_matmul.h), so that a row's bits never depend on how many rows share it.
 // A product autograd will differentiate rounds its operands once and keeps the
 // bfloat16 copies for backward (ops/src/matmul.cpp): it has no second derivative.
 //
