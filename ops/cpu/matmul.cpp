@@ -190,13 +190,13 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     // (1, W's row stride); read from b itself, since gemm_operand calls a one-row
     // or one-column W^T untransposed.
     const int64_t b_row_stride = b.strides()[b.dim() - 2], b_column_stride = b.strides()[b.dim() - 1];
-    // In bf16 precision its bfloat16 copy, if it has one, at any m (again so that a
-    // row's bits never depend on the other rows).
+    // In bf16 precision its bfloat16 copy, if it has that one, at any m (again so
+    // that a row's bits never depend on the other rows).
     if (batches == 1 && la.trans == CblasNoTrans && b_row_stride == 1)
       if (const auto packed = detail::packed_weight_of(pb, n, k, b_column_stride)) {
         if (matmul_precision() == MatmulPrecision::bf16 && !packed->bf16_pairs.empty())
           return detail::packed_matmul_bf16(m, pa, la.ld, *packed, pc, n);
-        if (!bf16) return detail::packed_matmul(m, pa, la.ld, *packed, pc, n);
+        if (!bf16 && !packed->panels.empty()) return detail::packed_matmul(m, pa, la.ld, *packed, pc, n);
       }
     // One large product in bf16 (a Linear's): each operand is rounded once, by all
     // threads, rather than the shared one again for every block.

@@ -94,8 +94,8 @@ void rows_times_panel(int64_t m, int64_t k, const float* x, int64_t ldx, const f
 }  // namespace
 
 PackedWeight pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw, bool with_bf16) {
+  if (with_bf16 && packed_bf16_available()) return {.n = n, .k = k, .bf16_pairs = pack_bf16_pairs(w, n, k, ldw)};
   PackedWeight packed{.n = n, .k = k, .panels = std::vector<float>(static_cast<size_t>(panel_count(n) * k * kPanel))};
-  if (with_bf16 && packed_bf16_available()) packed.bf16_pairs = pack_bf16_pairs(w, n, k, ldw);
   float* const out = packed.panels.data();
 #pragma omp parallel for schedule(static)
   for (int64_t panel = 0; panel < panel_count(n); ++panel) {

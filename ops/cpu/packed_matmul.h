@@ -17,25 +17,26 @@
 // loop of std::fma, gives the same bits.
 //
 // In bf16 matmul precision (loom/matmul_precision.h) on a CPU with AVX512-BF16, a
-// weight packed then also gets a bfloat16 copy (packed_matmul_bf16.cpp), read at
-// twice the float32 kernel's multiply-adds per cycle and half its bytes. Its
-// chain is VDPBF16PS's, over pairs of inputs: see packed_matmul_bf16.
+// weight packed then gets a bfloat16 copy instead (packed_matmul_bf16.cpp): half
+// the bytes, and on decoding's wider weights 1.5-2x the float32 kernel's speed.
+// Its chain is VDPBF16PS's, over pairs of inputs: see packed_matmul_bf16.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 namespace loom::detail {
 
+// One of the two copies, the other empty.
 struct PackedWeight {
   int64_t n = 0, k = 0;       // W's shape: n outputs of k inputs
   std::vector<float> panels;  // ceil(n / 16) panels of k x 16 floats
-  // Empty, or ceil(n / 16) panels of ceil(k / 2) x 16 pairs: W[j][2q] rounded to
-  // bfloat16 in the low half of a pair, W[j][2q + 1] (0 past k) in the high half.
+  // ceil(n / 16) panels of ceil(k / 2) x 16 pairs: W[j][2q] rounded to bfloat16
+  // in the low half of a pair, W[j][2q + 1] (0 past k) in the high half.
   std::vector<uint32_t> bf16_pairs;
 };
 
-// W [n, k] with row stride ldw, packed; with its bfloat16 copy too if with_bf16
-// and packed_bf16_available().
+// W [n, k] with row stride ldw, packed: its bfloat16 copy if with_bf16 and
+// packed_bf16_available(), its float32 copy otherwise.
 PackedWeight pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw, bool with_bf16 = false);
 
 // W's bfloat16 copy as PackedWeight::bf16_pairs lays it out.

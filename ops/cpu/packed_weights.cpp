@@ -36,7 +36,7 @@ bool packable(const Tensor& w) {
 }  // namespace
 
 PackedWeights::PackedWeights(const std::vector<Tensor>& weights) {
-  // In bf16 precision, a bfloat16 copy as well (packed_matmul.h), for products then.
+  // In bf16 precision, a bfloat16 copy instead (packed_matmul.h), for products then.
   const bool with_bf16 = matmul_precision() == MatmulPrecision::bf16;
   std::lock_guard lock(registry_mutex);
   for (const Tensor& w : weights) {
