@@ -232,7 +232,7 @@ TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
         probs[eos] = 0.9, probs[A] = probs[B] = 0.05;
       for (double q : probs) out.push_back(static_cast<float>(std::log(q)));
     }
-    return out;
+    return from_vector(out, {static_cast<int64_t>(step.prefixes.size()), V});
   };
   auto greedy = best_of(beam_search(scorer, 1, V, bos, eos, {.beam = 1, .length_penalty = 0.0, .max_len = 5}));
   auto beam = best_of(beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 0.0, .max_len = 5}));
@@ -245,6 +245,11 @@ TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
   CHECK(both[1].tokens == beam[0].tokens);
   CHECK(error_of([&] { beam_search(scorer, 1, V, bos, 7, {}); }) ==
         "beam_search: bos 1 and eos 7 must be ids of the vocabulary of 5");
+  // A scorer that returns the wrong shape: named, not read past its end.
+  auto short_rows = [&](const BeamStep& step) { return scorer(step).narrow(1, 0, V - 1); };
+  CHECK(error_of([&] { beam_search(short_rows, 1, V, bos, eos, {}); }) ==
+        "beam_search: the scorer must return float32 CPU log-probabilities of shape [1, 5] (prefixes x vocabulary), "
+        "got float32 [1, 4] on cpu");
 }
 
 // A sentence that would go on forever (A 0.9, eos 0.1 after every prefix; beam 2): the
@@ -257,7 +262,7 @@ TEST_CASE("beam search ends every hypothesis with eos, forced at max_len") {
     std::vector<float> out;
     for (size_t i = 0; i < step.prefixes.size(); ++i)
       for (double q : {0.0, 0.0, 0.1, 0.9}) out.push_back(static_cast<float>(std::log(q)));
-    return out;
+    return from_vector(out, {static_cast<int64_t>(step.prefixes.size()), V});
   };
   auto all = beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 2.0, .max_len = 3, .nbest = 2});
   CHECK(all[0][0].tokens == std::vector<int64_t>{A, A, eos});

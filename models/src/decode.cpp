@@ -181,10 +181,16 @@ std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, 
         live.parents.push_back(beam.parent);
       }
     if (live.prefixes.empty()) break;
-    const std::vector<float> log_probs = scorer(live);
-    LOOM_CHECK(log_probs.size() == live.prefixes.size() * static_cast<size_t>(vocab),
-               "beam_search: the scorer returned {} values for {} prefixes of a vocabulary of {}", log_probs.size(),
-               live.prefixes.size(), vocab);
+    const Tensor scores = scorer(live);
+    const Shape expected{static_cast<int64_t>(live.prefixes.size()), vocab};
+    LOOM_CHECK(scores.defined() && scores.dtype() == DType::f32 && scores.device() == kCPU && scores.shape() == expected,
+               "beam_search: the scorer must return float32 CPU log-probabilities of shape {} (prefixes x "
+               "vocabulary), got {}",
+               expected,
+               scores.defined() ? fmt::format("{} {} on {}", dtype_name(scores.dtype()), scores.shape(), scores.device())
+                                : std::string("no tensor"));
+    const Tensor dense_scores = scores.contiguous();
+    const float* log_probs = dense_scores.data<float>();
     int64_t row = 0;  // this step's row of the sentence's first beam
     std::vector<Candidate> candidates;
     for (int64_t b = 0; b < batch; ++b) {
@@ -251,7 +257,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tenso
     for (const auto& prefix : step.prefixes) last.push_back(prefix.back());
     Tensor logits =
         model.decode_step(state, from_vector(last, {static_cast<int64_t>(last.size())}, {DType::i64, src.device()}));
-    return log_softmax(logits, -1).contiguous().to(kCPU).to_vector<float>();
+    return log_softmax(logits, -1).to(kCPU);
   };
   return beam_search(scorer, src.shape()[0], model.config().tgt_vocab, bos, eos, options);
 }
@@ -266,7 +272,7 @@ std::vector<std::vector<Hypothesis>> beam_search_reference(Transformer& model, c
     Tensor index = from_vector(step.sentences, {n}, {DType::i64, src.device()});
     Transformer::Encoded rows{index_select(encoded.memory, 0, index), index_select(encoded.src_mask, 0, index)};
     Tensor logits = model.decode(rows, ids_tensor(step.prefixes, t, 0, src.device())).select(1, t - 1);
-    return log_softmax(logits, -1).contiguous().to(kCPU).to_vector<float>();
+    return log_softmax(logits, -1).to(kCPU);
   };
   return beam_search(scorer, src.shape()[0], model.config().tgt_vocab, bos, eos, options);
 }

@@ -66,8 +66,9 @@ struct BeamStep {
   std::vector<int64_t> sentences, parents;
 };
 
-// Next-token log-probabilities of every prefix of a step: N rows of V values, flattened.
-using NextTokenScorer = std::function<std::vector<float>(const BeamStep& step)>;
+// Next-token log-probabilities of every prefix of a step: a float32 CPU tensor of N
+// rows of V values (read where it is: no copy of N x V floats per step).
+using NextTokenScorer = std::function<Tensor(const BeamStep& step)>;
 
 // Per sentence of a batch of `batch` over a vocabulary of `vocab`: the best
 // options.nbest finished hypotheses, best score first.
