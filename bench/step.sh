@@ -67,10 +67,12 @@ if [[ " ${args[*]} " != *" --device cuda"* ]] &&
 import json, re, sys
 loom = json.load(open(sys.argv[1]))
 f32, bf16 = (float(x) for x in re.findall(r"(?:float32|bf16) (\d+) GFLOP/s", open(sys.argv[2]).read()))
-ceiling = bf16 if loom.get("precision") == "bf16" else f32
+# loom's JSON says "bf16 matmuls" when the bf16 products ran, "float32" otherwise.
+precision = "bf16" if loom.get("precision", "").startswith("bf16") else "float32"
+ceiling = bf16 if precision == "bf16" else f32
 step = 1e3 * loom["step_tflops"]
 print(f"loom step: {step:.0f} GFLOP/s of matmul FLOPs (median), {100 * step / ceiling:.0f}% of the "
-      f"{loom.get('precision', 'float32')} gemm ceiling ({ceiling:.0f} GFLOP/s)" if ceiling > 0 else
+      f"{precision} gemm ceiling ({ceiling:.0f} GFLOP/s)" if ceiling > 0 else
       f"loom step: {step:.0f} GFLOP/s of matmul FLOPs (median); no gemm ceiling for its precision here")
 PY
 fi
