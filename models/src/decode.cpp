@@ -183,12 +183,13 @@ std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, 
     if (live.prefixes.empty()) break;
     const Tensor scores = scorer(live);
     const Shape expected{static_cast<int64_t>(live.prefixes.size()), vocab};
-    LOOM_CHECK(scores.defined() && scores.dtype() == DType::f32 && scores.device() == kCPU && scores.shape() == expected,
-               "beam_search: the scorer must return float32 CPU log-probabilities of shape {} (prefixes x "
-               "vocabulary), got {}",
-               expected,
-               scores.defined() ? fmt::format("{} {} on {}", dtype_name(scores.dtype()), scores.shape(), scores.device())
-                                : std::string("no tensor"));
+    LOOM_CHECK(
+        scores.defined() && scores.dtype() == DType::f32 && scores.device() == kCPU && scores.shape() == expected,
+        "beam_search: the scorer must return float32 CPU log-probabilities of shape {} (prefixes x "
+        "vocabulary), got {}",
+        expected,
+        scores.defined() ? fmt::format("{} {} on {}", dtype_name(scores.dtype()), scores.shape(), scores.device())
+                         : std::string("no tensor"));
     const Tensor dense_scores = scores.contiguous();
     const float* log_probs = dense_scores.data<float>();
     int64_t row = 0;  // this step's row of the sentence's first beam
