@@ -269,6 +269,20 @@ std::vector<float> fma_chains(const Tensor& x, const Tensor& w) {  // x [m, k] @
     }
   return c;
 }
+
+// x @ w.t() (w packed by a live guard) is `chains` bit for bit; its last row alone
+// gives the same bits as among the others (a sentence's, among its batch-mates), and
+// so does 1 thread.
+void check_packed_product(const Tensor& x, const Tensor& w, const std::vector<float>& chains) {
+  const int64_t m = x.shape()[0], n = w.shape()[0];
+  const std::vector<float> all = matmul(x, w.t()).to_vector<float>();
+  CHECK(all == chains);
+  CHECK(matmul(x.narrow(0, m - 1, 1), w.t()).to_vector<float>() == std::vector<float>(all.end() - n, all.end()));
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  CHECK(matmul(x, w.t()).to_vector<float>() == all);
+  omp_set_num_threads(threads);
+}
 }  // namespace
 
 TEST_CASE("PackedWeights: x @ w.t() by the packed copy, each element one fused multiply-add chain, any rows") {
@@ -281,14 +295,7 @@ TEST_CASE("PackedWeights: x @ w.t() by the packed copy, each element one fused m
         Tensor x = randn({m, k}), w = randn({n, k});
         PackedWeights packed({w});
         REQUIRE(packed.packed() == 1);
-        const std::vector<float> all = matmul(x, w.t()).to_vector<float>();
-        CHECK(all == fma_chains(x, w));
-        // A row alone: the same bits as among the others (a sentence's, among its batch-mates).
-        CHECK(matmul(x.narrow(0, m - 1, 1), w.t()).to_vector<float>() == std::vector<float>(all.end() - n, all.end()));
-        const int threads = omp_get_max_threads();
-        omp_set_num_threads(1);
-        CHECK(matmul(x, w.t()).to_vector<float>() == all);
-        omp_set_num_threads(threads);
+        check_packed_product(x, w, fma_chains(x, w));
       }
 }
 
@@ -360,13 +367,7 @@ TEST_CASE("PackedWeights in bf16 precision: products by the bfloat16 copy, VDPBF
         const std::vector<float> unpacked_float32 = matmul(x, w.t()).to_vector<float>();
         MatmulPrecisionGuard bf16_precision(MatmulPrecision::bf16);
         PackedWeights packed({w});
-        const std::vector<float> all = matmul(x, w.t()).to_vector<float>();
-        CHECK(all == dpbf16_chains(x, w));
-        CHECK(matmul(x.narrow(0, m - 1, 1), w.t()).to_vector<float>() == std::vector<float>(all.end() - n, all.end()));
-        const int threads = omp_get_max_threads();
-        omp_set_num_threads(1);
-        CHECK(matmul(x, w.t()).to_vector<float>() == all);
-        omp_set_num_threads(threads);
+        check_packed_product(x, w, dpbf16_chains(x, w));
         // Back in float32 precision: no float32 copy, so the product as without a guard.
         MatmulPrecisionGuard float32_precision(MatmulPrecision::float32);
         CHECK(matmul(x, w.t()).to_vector<float>() == unpacked_float32);
