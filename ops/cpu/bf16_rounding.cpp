@@ -47,7 +47,9 @@ LOOM_TARGET_BF16 void round_row_avx512bf16(const float* row, int64_t cols, uint1
 }
 #endif
 
-bool has_bf16_convert() {
+}  // namespace
+
+bool cpu_has_avx512_bf16() {
 #if LOOM_HAS_BF16_CONVERT
   static const bool has = __builtin_cpu_supports("avx512bf16");
   return has;
@@ -56,13 +58,11 @@ bool has_bf16_convert() {
 #endif
 }
 
-}  // namespace
-
 void round_rows_to_bf16(const float* data, int64_t rows, int64_t cols, int64_t ld, bfloat16* out) {
   auto* bits = reinterpret_cast<uint16_t*>(out);
   for (int64_t r = 0; r < rows; ++r) {
 #if LOOM_HAS_BF16_CONVERT
-    if (has_bf16_convert()) {
+    if (cpu_has_avx512_bf16()) {
       round_row_avx512bf16(data + r * ld, cols, bits + r * cols);
       continue;
     }

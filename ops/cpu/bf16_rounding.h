@@ -15,4 +15,7 @@ namespace loom::detail {
 // one is rounded the long way.
 void round_rows_to_bf16(const float* data, int64_t rows, int64_t cols, int64_t ld, bfloat16* out);
 
+// Whether the CPU has the AVX512-BF16 instructions (conversion and VDPBF16PS).
+bool cpu_has_avx512_bf16();
+
 }  // namespace loom::detail

@@ -62,14 +62,7 @@ LOOM_TARGET_DPBF16 void rows_times_panel(int64_t m, int64_t pairs, const uint32_
 
 }  // namespace
 
-bool packed_bf16_available() {
-#if LOOM_HAS_DPBF16
-  static const bool has = __builtin_cpu_supports("avx512bf16");
-  return has && avx512_enabled();
-#else
-  return false;
-#endif
-}
+bool packed_bf16_available() { return LOOM_HAS_DPBF16 && cpu_has_avx512_bf16() && avx512_enabled(); }
 
 std::vector<uint32_t> pack_bf16_pairs(const float* w, int64_t n, int64_t k, int64_t ldw) {
   const int64_t pairs = pair_count(k);
