@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -282,6 +283,13 @@ void check_packed_product(const Tensor& x, const Tensor& w, const std::vector<fl
   omp_set_num_threads(1);
   CHECK(matmul(x, w.t()).to_vector<float>() == all);
   omp_set_num_threads(threads);
+  // The linear op adds its bias to each tile as it is finished: the chains plus b,
+  // rounded once, as add(matmul(x, w.t()), b) gives them.
+  const Tensor b = randn({n});
+  const std::vector<float> bias = b.to_vector<float>();
+  std::vector<float> with_bias = chains;
+  for (size_t e = 0; e < with_bias.size(); ++e) with_bias[e] += bias[e % static_cast<size_t>(n)];
+  CHECK(linear(x, w, b).to_vector<float>() == with_bias);
 }
 }  // namespace
 
@@ -383,4 +391,21 @@ TEST_CASE("PackedWeights in bf16 precision: products by the bfloat16 copy, VDPBF
   const std::vector<float> product = matmul(x, w.t()).to_vector<float>();
   CHECK(product == unpacked);
   CHECK(product != fma_chains(x, w));
+}
+
+TEST_CASE("linear: the bias added to each finished block gives add(matmul)'s bits on every product path") {
+  // Shapes that reach the tiny and skinny kernels, sgemm and oneDNN blocks (split by
+  // rows and by columns), in float32 and bf16 precision (outside autograd, where no
+  // product rounds once), and a linear with no bias.
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 16, 8},     {5, 40, 64},     {3, 1000, 256},
+                                                      {300, 256, 64}, {1000, 24, 256}, {64, 2000, 300}};
+  for (MatmulPrecision precision : {MatmulPrecision::float32, MatmulPrecision::bf16})
+    for (const auto& [m, n, k] : shapes) {
+      INFO("m ", m, " n ", n, " k ", k, " precision ", precision == MatmulPrecision::bf16 ? "bf16" : "float32");
+      MatmulPrecisionGuard guard(precision);
+      NoGradGuard no_grad;
+      const Tensor x = randn({m, k}), w = randn({n, k}), b = randn({n});
+      CHECK(linear(x, w, b).to_vector<float>() == add(matmul(x, w.t()), b).to_vector<float>());
+      CHECK(linear(x, w).to_vector<float>() == matmul(x, w.t()).to_vector<float>());
+    }
 }

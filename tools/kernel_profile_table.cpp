@@ -1,5 +1,6 @@
 // The table `--profile` prints (loom bench step, loom translate): each kernel's time
-// per run in each phase, slowest first down to 0.5% of a run, then matmul's share.
+// per run in each phase, slowest first down to 0.5% of a run, then the products'
+// share (matmul's and linear's: a Linear's product with its bias).
 #include <fmt/format.h>
 
 #include "commands.h"
@@ -19,7 +20,7 @@ nlohmann::json print_kernel_profile(const KernelProfile& profile, int runs, doub
   for (const KernelTime& row : profile.rows()) {
     const double ms = 1e3 * row.seconds * per_run;
     in_kernels += row.seconds;
-    if (row.kernel == "matmul") matmul += row.seconds;
+    if (row.kernel == "matmul" || row.kernel == "linear") matmul += row.seconds;
     rows.push_back({{"kernel", row.kernel},
                     {"phase", row.phase},
                     {"calls", static_cast<double>(row.calls) * per_run},
@@ -35,7 +36,8 @@ nlohmann::json print_kernel_profile(const KernelProfile& profile, int runs, doub
              share(hidden));
   const double outside = runs * run_seconds - in_kernels;
   fmt::print(out,
-             "matmul {:.1f}% of the {}, other kernels {:.1f}%, outside kernels (autograd, allocation, glue) {:.1f}%\n",
+             "matmul and linear {:.1f}% of the {}, other kernels {:.1f}%, outside kernels (autograd, allocation, glue) "
+             "{:.1f}%\n",
              share(matmul), unit, share(in_kernels - matmul), share(outside));
   return {{"kernels", rows}, {"matmul_share", share(matmul) / 100}, {"outside_kernels_share", share(outside) / 100}};
 }

@@ -5,6 +5,7 @@
 // batches: stride 0). float32 uses TF32 tensor cores only when asked
 // (loom::cuda::set_tf32_enabled, LOOM_CUDA_TF32=1); bf16 ones for the bfloat16
 // dtype and for float32 in bf16 matmul precision (operands rounded here first).
+// The linear op's kernel is the product and then its bias, added in place.
 #include <algorithm>
 #include <climits>
 
@@ -152,9 +153,23 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   }
 }
 
+// The linear op (ops/src/linear.cpp): cuBLAS's product, then the bias added in
+// place by the add kernel's launch, with no op or allocation between them: the
+// bits of matmul and then add.
+template <typename T>
+void linear(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
+  matmul<T>(out, x, w_t);
+  OnDevice on(out);
+  const Strided<3> s =
+      strided<3>("linear", out.shape(), {out.strides(), out.strides(), broadcast_strides(bias, out.shape())});
+  launch_binary<T>(BinaryOp::add, s, out.raw_data(), out.raw_data(), bias.raw_data(), on.stream());
+}
+
 }  // namespace
 
 LOOM_KERNELS(cuda_matmul) {
+  register_kernel<kernels::LinearKernel>("linear", DeviceType::cuda, DType::f32, linear<float>);
+  register_kernel<kernels::LinearKernel>("linear", DeviceType::cuda, DType::f64, linear<double>);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f32, matmul<float>);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f64, matmul<double>);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::bf16, matmul<bfloat16>);

@@ -15,12 +15,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Genera
 Tensor Linear::forward(const Tensor& x) const {
   LOOM_CHECK(x.dim() >= 1 && x.shape().back() == in_, "Linear({} -> {}): input of shape {} must end in {} features",
              in_, out_, x.shape(), in_);
-  // [..., in] as one [rows, in] matrix: a single gemm, W^T folded into the call.
-  Shape out_shape = x.shape();
-  out_shape.back() = out_;
-  Tensor y = matmul(x.reshape({x.numel() / in_, in_}), weight.t());
-  if (bias.defined()) y = add(y, bias);
-  return y.reshape(out_shape);
+  return linear(x, weight, bias);
 }
 
 }  // namespace loom::nn

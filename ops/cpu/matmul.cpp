@@ -12,7 +12,8 @@
 // by the weight's bfloat16 copy where it has one). In bf16 matmul
 // precision (loom/matmul_precision.h) each float32 block of a product that is not
 // tiny (in_bf16) is rounded to bfloat16 (bf16_rounding.h) and multiplied by
-// oneDNN's bf16 gemm instead; the reference rounds the same way.
+// oneDNN's bf16 gemm instead; the reference rounds the same way. The linear op's
+// kernel is the same product with its bias added to each block as it is finished.
 #include <cblas.h>
 #include <omp.h>
 
@@ -107,7 +108,7 @@ void gemm_bf16(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t 
 // One product's blocks (as blas_matmul splits them) in bf16, from operands rounded
 // once up front in parallel: the same values and blocks as rounding per block.
 void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t n, int64_t k, const float* a,
-                 const float* b, float* c, const detail::ProductBlocks& split) {
+                 const float* b, float* c, const detail::ProductBlocks& split, const float* bias) {
   const bool ta = la.trans == CblasTrans, tb = lb.trans == CblasTrans;
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
   static thread_local std::vector<bfloat16> a16, b16;  // the calling thread's, reused by every product
@@ -125,20 +126,25 @@ void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_
 #pragma omp for schedule(static)
     for (int64_t block = 0; block < split.count; ++block) {
       const int64_t start = split.start(block), count = split.length(block, m, n);
-      if (split.split_rows)
+      if (split.split_rows) {
         onednn::gemm_bf16(ta, tb, count, n, k, element_at(pa, la.trans, a_cols, start, 0), a_cols, pb, b_cols,
                           c + start * n, n);
-      else
+        if (bias) detail::add_bias(c + start * n, n, count, n, bias);
+      } else {
         onednn::gemm_bf16(ta, tb, m, count, k, pa, a_cols, element_at(pb, lb.trans, b_cols, 0, start), b_cols,
                           c + start, n);
+        if (bias) detail::add_bias(c + start, n, m, count, bias + start);
+      }
     }
   }
 }
 
 // The plain reference: three loops per batch, reading through the strides (in
-// bf16 precision, with each operand rounded to bfloat16 and float32 sums).
+// bf16 precision, with each operand rounded to bfloat16 and float32 sums), and the
+// linear op's bias, if any, added to each sum.
 template <typename T>
-void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Shape& batch) {
+void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Shape& batch,
+                      const T* bias = nullptr) {
   int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[a.dim() - 1];
   const T* pa = static_cast<const T*>(a.raw_data());
   const T* pb = static_cast<const T*>(b.raw_data());
@@ -157,13 +163,15 @@ void reference_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const
       for (int64_t j = 0; j < n; ++j) {
         T acc = 0;
         for (int64_t p = 0; p < k; ++p) acc += rounded(A[i * sam + p * sak]) * rounded(B[p * sbk + j * sbn]);
-        C[i * n + j] = acc;
+        C[i * n + j] = bias ? acc + bias[j] : acc;
       }
   }
 }
 
+// With a bias (the linear op's, n values), each block gets it added as soon as
+// its gemm has written it, while it is in cache.
 template <typename T>
-void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
+void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch, const T* bias = nullptr) {
   int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[a.dim() - 1];
   const GemmOperand la = detail::gemm_operand(a), lb = detail::gemm_operand(b);
   const T* pa = static_cast<const T*>(a.raw_data());
@@ -175,6 +183,7 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
   if (batches == 0 || m == 0 || n == 0) return;
   if (k == 0) {
     std::fill(pc, pc + batches * m * n, T(0));
+    if (bias) detail::add_bias(pc, n, batches * m, n, bias);
     return;
   }
   // Work items are (batch, block of output rows or columns), each computed by a
@@ -195,14 +204,14 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     if (batches == 1 && la.trans == CblasNoTrans && b_row_stride == 1)
       if (const auto packed = detail::packed_weight_of(pb, n, k, b_column_stride)) {
         if (matmul_precision() == MatmulPrecision::bf16 && !packed->bf16_pairs.empty())
-          return detail::packed_matmul_bf16(m, pa, la.ld, *packed, pc, n);
-        if (!bf16 && !packed->panels.empty()) return detail::packed_matmul(m, pa, la.ld, *packed, pc, n);
+          return detail::packed_matmul_bf16(m, pa, la.ld, *packed, pc, n, bias);
+        if (!bf16 && !packed->panels.empty()) return detail::packed_matmul(m, pa, la.ld, *packed, pc, n, bias);
       }
     // One large product in bf16 (a Linear's): each operand is rounded once, by all
     // threads, rather than the shared one again for every block.
     const int64_t block_product = std::min(m, split.size) * std::min(n, split.size) * k;
     if (bf16 && batches == 1 && blocks > 1 && block_product >= kSmallOnednnProduct)
-      return bf16_blocks(la, lb, m, n, k, pa, pb, pc, split);
+      return bf16_blocks(la, lb, m, n, k, pa, pb, pc, split, bias);
   }
   auto block_gemm = [&](int64_t bm, int64_t bn, const T* A, const T* B, T* C) {
     if constexpr (std::is_same_v<T, float>) {
@@ -232,10 +241,13 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch) {
     auto at = [](const T* base, const GemmOperand& op, int64_t i, int64_t j) {
       return element_at(base, op.trans, op.ld, i, j);
     };
-    if (split.split_rows)
+    if (split.split_rows) {
       block_gemm(count, n, at(A, la, start, 0), B, C + start * n);
-    else
+      if (bias) detail::add_bias(C + start * n, n, count, n, bias);
+    } else {
       block_gemm(m, count, A, at(B, lb, 0, start), C + start);
+      if (bias) detail::add_bias(C + start, n, m, count, bias + start);
+    }
   };
   const int64_t items = batches * blocks;
   // Always inside a parallel region, even for one item: outside one, OpenBLAS would
@@ -256,9 +268,20 @@ void matmul_reference(const Tensor& out, const Tensor& a, const Tensor& b) {
   reference_matmul<T>(out, a, b, batch_of(out));
 }
 
+// The linear op (ops/src/linear.cpp): 2-D x @ w_t with the bias added to each block.
+template <typename T>
+void linear_fast(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
+  blas_matmul<T>(out, x, w_t, {}, bias.data<T>());
+}
+template <typename T>
+void linear_reference(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
+  reference_matmul<T>(out, x, w_t, {}, bias.data<T>());
+}
+
 template <typename T>
 void register_for() {
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cpu, dtype_of<T>(), matmul_fast<T>, matmul_reference<T>);
+  register_kernel<kernels::LinearKernel>("linear", DeviceType::cpu, dtype_of<T>(), linear_fast<T>, linear_reference<T>);
 }
 
 }  // namespace

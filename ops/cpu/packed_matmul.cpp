@@ -109,7 +109,8 @@ PackedWeight pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw, bool
 
 // Work items are (block of rows, panel), each a single-threaded loop of tiles; every
 // element is summed the same way in whichever item and thread computes it.
-void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc) {
+void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc,
+                   const float* bias) {
   const int64_t panels = panel_count(w.n), blocks = (m + kBlockRows - 1) / kBlockRows;
 #pragma omp parallel for schedule(static)
   for (int64_t item = 0; item < blocks * panels; ++item) {
@@ -121,6 +122,7 @@ void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w
       rows_times_panel<true>(rows, w.k, x + row * ldx, ldx, weights, c + row * ldc + column, ldc, columns);
     else
       rows_times_panel<false>(rows, w.k, x + row * ldx, ldx, weights, c + row * ldc + column, ldc, columns);
+    if (bias) add_bias(c + row * ldc + column, ldc, rows, columns, bias + column);
   }
 }
 

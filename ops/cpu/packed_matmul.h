@@ -48,7 +48,10 @@ bool packed_bf16_available();
 // c[i * ldc + j] = sum_p x[i * ldx + p] * W[j][p] for i < m, j < w.n, p < w.k, each
 // element one chain of fused multiply-adds over p in order (the reference that
 // tests/test_matmul_precision.cpp writes out and compares bit for bit).
-void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc);
+// With a bias (w.n floats), bias[j] is added to each element as its tile is
+// finished (add_bias): a Linear's product and bias in one pass (the linear op).
+void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc,
+                   const float* bias = nullptr);
 
 // The same product by w's bfloat16 copy (w.bf16_pairs not empty), each row of X
 // rounded to bfloat16 first (bf16_rounding.h). Each element of C is VDPBF16PS's
@@ -57,7 +60,19 @@ void packed_matmul(int64_t m, const float* x, int64_t ldx, const PackedWeight& w
 // in float32 (each product of two bfloat16 values exact, each sum rounded to
 // nearest even, denormals flushed to zero), any m, tile or thread count; the
 // reference that tests/test_matmul_precision.cpp writes out.
-void packed_matmul_bf16(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc);
+// A bias is added as packed_matmul's is.
+void packed_matmul_bf16(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc,
+                        const float* bias = nullptr);
+
+// c[i * ldc + j] += bias[j] for i < rows, j < columns: the linear op's bias, added
+// to a block of the product while it is still in cache. One rounded sum per
+// element, as add(product, bias) computes it, so the bits are the same.
+template <typename T>
+void add_bias(T* c, int64_t ldc, int64_t rows, int64_t columns, const T* bias) {
+  for (int64_t i = 0; i < rows; ++i)
+#pragma omp simd
+    for (int64_t j = 0; j < columns; ++j) c[i * ldc + j] += bias[j];
+}
 
 // The packed copy of a weight that a live PackedWeights guard (loom/ops/packed_weights.h)
 // registered, for W [n, k] at w with row stride ldw; null if none is.

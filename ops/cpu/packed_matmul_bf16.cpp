@@ -82,7 +82,8 @@ std::vector<uint32_t> pack_bf16_pairs(const float* w, int64_t n, int64_t k, int6
 
 // X's rows rounded to pairs once (all threads), then work items (block of rows,
 // panel) as the float32 kernel's: every element summed the same way wherever it is.
-void packed_matmul_bf16(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc) {
+void packed_matmul_bf16(int64_t m, const float* x, int64_t ldx, const PackedWeight& w, float* c, int64_t ldc,
+                        const float* bias) {
 #if LOOM_HAS_DPBF16
   const int64_t k = w.k, pairs = pair_count(k), panels = panel_count(w.n), blocks = (m + kBlockRows - 1) / kBlockRows;
   static thread_local std::vector<uint32_t> x_pairs;  // the calling thread's, reused by every product
@@ -99,13 +100,14 @@ void packed_matmul_bf16(int64_t m, const float* x, int64_t ldx, const PackedWeig
     for (int64_t item = 0; item < blocks * panels; ++item) {
       const int64_t block = item / panels, panel = item % panels;
       const int64_t row = block * kBlockRows, rows = std::min(kBlockRows, m - row);
-      const int64_t column = panel * kPanel;
+      const int64_t column = panel * kPanel, columns = std::min(kPanel, w.n - column);
       rows_times_panel(rows, pairs, xp + row * pairs, w.bf16_pairs.data() + panel * pairs * kPanel,
-                       c + row * ldc + column, ldc, std::min(kPanel, w.n - column));
+                       c + row * ldc + column, ldc, columns);
+      if (bias) add_bias(c + row * ldc + column, ldc, rows, columns, bias + column);
     }
   }
 #else
-  (void)m, (void)x, (void)ldx, (void)w, (void)c, (void)ldc;
+  (void)m, (void)x, (void)ldx, (void)w, (void)c, (void)ldc, (void)bias;
 #endif
 }
 

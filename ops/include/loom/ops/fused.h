@@ -76,6 +76,9 @@ Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, 
 // gelu(x + bias), bias [D] added along x's last dim [.., D], in one pass: a Linear's
 // bias and the activation after it (docs/adding-an-op.md builds it step by step).
 Tensor bias_gelu(const Tensor& x, const Tensor& bias, Where where = Where::current());
+// x Wᵀ + b, a Linear layer (x [.., in], W [out, in], bias [out] or undefined): the
+// product with the bias added to each block as it is finished, no second pass.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Where where = Where::current());
 
 // PyTorch's F.cross_entropy for class-index targets, with its reduction:
 //   loss_i = (1 - eps)·(-log p[target_i]) + eps·mean_v(-log p_v),  log p = log_softmax(logits)

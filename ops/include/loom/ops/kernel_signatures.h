@@ -105,6 +105,10 @@ using DropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, co
 // are views already broadcast to out's batch dims (stride 0 where broadcast).
 // out has a's dtype, or is float32 for bfloat16 operands (float32 sums kept).
 using MatmulKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& b);
+// linear: out [M, N] = x @ w_t + bias, x [M, K], w_t [K, N] (a Linear's weight.t()),
+// bias [N] dense: the matmul kernel's product with the bias added to each block as
+// it is finished (ops/cpu/matmul.cpp), the same bits as the product and then add.
+using LinearKernel = void (*)(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias);
 // gather, index_select: out = x's elements picked along `dim` by `index` (contiguous
 // int64; gather: out's shape, index_select: 1-D). The kernel checks every index
 // against x.size(dim) before it writes and throws an Error naming the op and the index.
