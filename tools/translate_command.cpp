@@ -2,8 +2,11 @@
 // out, with beam search; `loom bleu`: corpus BLEU of a file against references,
 // as sacreBLEU prints it.
 
-#include <iostream>
+#include <atomic>
 #include <chrono>
+#include <exception>
+#include <iostream>
+#include <mutex>
 #include <optional>
 
 #include "commands.h"
@@ -78,35 +81,70 @@ void run_translate(const TranslateOptions& o) {
       translations[i] = "\n";
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+  std::vector<std::pair<size_t, size_t>> batches;  // [first, last) of order
+  for (size_t first = 0, last = 0; first < order.size(); first = last) {
+    last = first;
+    while (last < order.size() && last - first < static_cast<size_t>(o.batch) &&
+           ids[order[last]].size() == ids[order[first]].size())
+      ++last;
+    batches.emplace_back(first, last);
+  }
+  std::vector<std::vector<std::vector<models::Hypothesis>>> hyps(batches.size());
+  auto decode_batch = [&](size_t b) {
+    const auto [first, last] = batches[b];
+    const size_t length = ids[order[first]].size();
+    std::vector<int64_t> flat;
+    for (size_t k = first; k < last; ++k) flat.insert(flat.end(), ids[order[k]].begin(), ids[order[k]].end());
+    Tensor src =
+        from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(length)}, {DType::i64, device});
+    // The target prefix (bos + output) must fit the positional table too.
+    const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(length) + o.extra_len, model.config().max_len - 1);
+    hyps[b] = models::beam_search(
+        model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
+        {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len, .nbest = std::max<int64_t>(o.nbest, 1)});
+  };
   std::optional<KernelProfile> profile;
   if (o.profile) profile.emplace(device);
   const auto decode_start = std::chrono::steady_clock::now();
   PackedWeights packed(models::decoding_weights(model));  // once for every batch
-  for (size_t first = 0, last = 0; first < order.size(); first = last) {
-    const size_t longest = ids[order[first]].size();
-    last = first;
-    while (last < order.size() && last - first < static_cast<size_t>(o.batch) && ids[order[last]].size() == longest)
-      ++last;
-    std::vector<int64_t> flat;
-    for (size_t k = first; k < last; ++k) flat.insert(flat.end(), ids[order[k]].begin(), ids[order[k]].end());
-    Tensor src =
-        from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(longest)}, {DType::i64, device});
-    // The target prefix (bos + output) must fit the positional table too.
-    const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(longest) + o.extra_len, model.config().max_len - 1);
-    auto hyps = models::beam_search(
-        model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
-        {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len, .nbest = std::max<int64_t>(o.nbest, 1)});
-    for (size_t i = 0; i < hyps.size(); ++i) {
-      const size_t line = order[first + i];
+  model.eval();  // before any worker starts: decoding then never changes the model's mode
+  // On the CPU each thread decodes whole batches, longest first, with single-threaded
+  // kernels (inside this parallel region): no thread waits while another runs a
+  // step's serial work (the search, the ops' glue), and a line's translation is the
+  // same bits as on one thread, since no kernel's result depends on the thread
+  // count or on the other lines. --profile decodes one batch at a time on all
+  // threads instead, so that the kernels' times add up to the wall time.
+  const int workers = device.is_cpu() && !profile ? std::min<int>(o.threads, static_cast<int>(batches.size())) : 1;
+  if (workers <= 1) {
+    for (size_t b = 0; b < batches.size(); ++b) decode_batch(b);
+  } else {
+    std::exception_ptr error;  // the first error (or interrupt) of any worker, rethrown here
+    std::atomic<bool> failed{false};
+    std::mutex error_mutex;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(workers)
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (failed) continue;
+      try {
+        decode_batch(batches.size() - 1 - i);
+      } catch (...) {
+        std::lock_guard lock(error_mutex);
+        if (!failed.exchange(true)) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+  for (size_t b = 0; b < batches.size(); ++b)
+    for (size_t i = 0; i < hyps[b].size(); ++i) {
+      const std::vector<models::Hypothesis>& best = hyps[b][i];
+      const size_t line = order[batches[b].first + i];
       if (o.nbest == 0) {
-        translations[line] = vocab.decode(hyps[i][0].tokens) + '\n';
+        translations[line] = vocab.decode(best[0].tokens) + '\n';
         continue;
       }
-      for (size_t rank = 0; rank < hyps[i].size(); ++rank)  // see README: line, rank, score, log p, text
-        translations[line] += fmt::format("{}\t{}\t{:.4f}\t{:.4f}\t{}\n", line + 1, rank + 1, hyps[i][rank].score,
-                                          hyps[i][rank].log_prob, vocab.decode(hyps[i][rank].tokens));
+      for (size_t rank = 0; rank < best.size(); ++rank)  // see README: line, rank, score, log p, text
+        translations[line] += fmt::format("{}\t{}\t{:.4f}\t{:.4f}\t{}\n", line + 1, rank + 1, best[rank].score,
+                                          best[rank].log_prob, vocab.decode(best[rank].tokens));
     }
-  }
   if (profile) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
     print_kernel_profile(*profile, 1, seconds, "decoding", device, stderr);

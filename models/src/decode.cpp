@@ -26,9 +26,13 @@ class Inference {
  public:
   explicit Inference(Transformer& model)
       : packed_(decoding_weights(model)), model_(model), was_training_(model.is_training()) {
-    model.eval();
+    if (was_training_) model.eval();
   }
-  ~Inference() { model_.train(was_training_); }
+  // Untouched when it was in eval mode already: threads decoding with one model
+  // (loom translate's workers) never write its mode.
+  ~Inference() {
+    if (was_training_) model_.train();
+  }
   Inference(const Inference&) = delete;
   Inference& operator=(const Inference&) = delete;
 
