@@ -9,9 +9,10 @@
 #   picks one by validation BLEU) (the issue's target: test_2016_flickr in <= 10 s on 2 cores),
 #   loom translate --beam 1 --alpha 0 (greedy decoding), both again in --precision bf16 (with
 #   how many translations agree with float32's), and bench/torch_decode.py,
-#   PyTorch greedy decoding of the same weights with the same cached, batched algorithm.
-# Prints the torch / loom greedy time ratio (> 1: loom faster) and how many greedy
-# translations agree, a check that both ran the same model.
+#   PyTorch greedy decoding of the same weights with the same cached, batched algorithm,
+#   alternated with loom's greedy decoding ROUNDS times (default 3).
+# Prints the torch / loom greedy time ratio of the medians (> 1: loom faster) and how many
+# greedy translations agree, a check that both ran the same model.
 # Ends with bench/quiet.sh's check (exit code 3 when the machine was not quiet).
 # Environment: LOOM (default build/tools/loom), TORCH_PYTHON (default /usr/bin/python3).
 set -euo pipefail
@@ -44,7 +45,6 @@ timed "loom beam 4, alpha 1.0" "$loom" translate --model "$model" --input "$inpu
   --beam 4 --alpha 1.0 --threads "$threads"
 timed "loom greedy (--beam 1 --alpha 0)" "$loom" translate --model "$model" --input "$input" --output "$out/greedy.txt" \
   --beam 1 --alpha 0 --threads "$threads"
-loom_greedy=$seconds
 # bf16 decoding (the decoder's weights packed in bfloat16, ops/cpu/packed_matmul.h) where
 # the CPU has AVX512-BF16 (otherwise translate says so and stays float32).
 timed "loom beam 4, alpha 1.0, bf16" "$loom" translate --model "$model" --input "$input" \
@@ -56,12 +56,23 @@ for run in beam4-alpha1 greedy; do
     paste - - | awk -F'\t' '$1 == $2 { same++ } END { print same "/" NR }')"
 done
 if "$torch_python" -c 'import torch, sentencepiece' 2>/dev/null; then
-  "$torch_python" bench/torch_decode.py --model "$model" --input "$input" --output "$out/torch.txt" \
-    --threads "$threads" --json "$out/torch.json" > "$out/torch.log"
-  torch_seconds=$("$torch_python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["seconds"])' "$out/torch.json")
-  printf '%-34s %6.2f s wall (in the script: loading, tokenizing, decoding; no import)\n' "torch greedy:" \
-    "$torch_seconds"
-  echo "torch / loom greedy time: $(awk -v t="$torch_seconds" -v l="$loom_greedy" 'BEGIN { printf "%.2f", t / l }') (> 1: loom faster)"
+  # loom's greedy decoding and torch's alternated ROUNDS times (default 3), the ratio of
+  # the medians: this kind of machine's speed can swing by a third within minutes.
+  loom_times=() torch_times=()
+  for ((round = 1; round <= ${ROUNDS:-3}; round++)); do
+    timed "loom greedy, round $round" "$loom" translate --model "$model" --input "$input" \
+      --output "$out/greedy.txt" --beam 1 --alpha 0 --threads "$threads"
+    loom_times+=("$seconds")
+    "$torch_python" bench/torch_decode.py --model "$model" --input "$input" --output "$out/torch.txt" \
+      --threads "$threads" --json "$out/torch.json" > "$out/torch.log"
+    torch_times+=("$("$torch_python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["seconds"])' "$out/torch.json")")
+    printf '%-34s %6.2f s wall (in the script: loading, tokenizing, decoding; no import)\n' "torch greedy, round $round:" \
+      "${torch_times[-1]}"
+  done
+  median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+  loom_median=$(median "${loom_times[@]}") torch_median=$(median "${torch_times[@]}")
+  echo "torch / loom greedy time: $(awk -v t="$torch_median" -v l="$loom_median" 'BEGIN { printf "%.2f", t / l }')" \
+    "(medians of ${#loom_times[@]}: torch $(printf '%.2f' "$torch_median") s, loom $(printf '%.2f' "$loom_median") s; > 1: loom faster)"
   echo "greedy translations identical: $(paste -d'\n' "$out/greedy.txt" "$out/torch.txt" | paste - - |
     awk -F'\t' '$1 == $2 { same++ } END { print same "/" NR }')"
 else
