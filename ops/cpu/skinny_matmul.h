@@ -24,12 +24,17 @@
 
 namespace loom::detail {
 
-// Products whose X has at most this many floats take the skinny path (matmul.cpp).
-// Each tile of W rows re-reads all of X, so X must stay in the core's cache: up to
-// 512 KB the skinny path beats OpenBLAS's sgemm at every shape measured (rows 1 to
-// 512, k 64 to 1024, one and two threads: 50-53 against 23-51 GFLOP/s of fused
-// multiply-adds), and from 1 MB (256 x 1024) it falls behind (41-44 against 45).
-inline constexpr int64_t kSkinnyRowFloats = int64_t{1} << 17;
+// Products whose X has at most this many floats (16 rows of 256) take the skinny
+// path (matmul.cpp). Each tile of W rows re-reads all of X, so X must stay in the
+// core's cache; against OpenBLAS's sgemm it won up to 512 KB of X (rows 1 to 512, k
+// 64 to 1024: 50-53 against 23-51 GFLOP/s of fused multiply-adds), but oneDNN's
+// float32 gemm, which blocks from 2^17 multiply-adds go to where it has AVX-512 code,
+// beats it on a training step's 256-row blocks: with the limit at 512 KB the small
+// step's forward products took 102.6-105.7 ms, at 16 KB 90.2-92.3 ms, the step
+// 436-450 ms against 426-429 (AMD EPYC Zen 4, 2 threads, alternated, 2026-11-27).
+// Decoding's few-row products have packed weights (packed_matmul.h) and its
+// one-query attention products stay here.
+inline constexpr int64_t kSkinnyRowFloats = int64_t{1} << 12;
 
 // Whether skinny_matmul can run: an x86-64 build on a CPU with AVX-512 enabled.
 bool skinny_matmul_available();
