@@ -6,7 +6,6 @@
 #include <chrono>
 #include <exception>
 #include <iostream>
-#include <mutex>
 #include <optional>
 
 #include "commands.h"
@@ -118,16 +117,16 @@ void run_translate(const TranslateOptions& o) {
   if (workers <= 1) {
     for (size_t b = 0; b < batches.size(); ++b) decode_batch(b);
   } else {
-    std::exception_ptr error;  // the first error (or interrupt) of any worker, rethrown here
+    // The first error (or interrupt) of any worker, rethrown here; only the worker that
+    // sets `failed` first writes it, and the region's end orders that write before the read.
+    std::exception_ptr error;
     std::atomic<bool> failed{false};
-    std::mutex error_mutex;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(workers)
     for (size_t i = 0; i < batches.size(); ++i) {
       if (failed) continue;
       try {
         decode_batch(batches.size() - 1 - i);
       } catch (...) {
-        std::lock_guard lock(error_mutex);
         if (!failed.exchange(true)) error = std::current_exception();
       }
     }
