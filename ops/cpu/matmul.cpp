@@ -105,6 +105,18 @@ void gemm_bf16(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t 
   onednn::gemm_bf16(ta, tb, m, n, k, pa, a_cols, pb, b_cols, c, ldc);
 }
 
+// The linear op's bias, if any, added to one block of an m x n product as `split`
+// cuts it (count rows or columns from start), just after its gemm wrote it.
+template <typename T>
+void add_bias_to_block(const detail::ProductBlocks& split, T* c, int64_t start, int64_t count, int64_t m, int64_t n,
+                       const T* bias) {
+  if (!bias) return;
+  if (split.split_rows)
+    detail::add_bias(c + start * n, n, count, n, bias);
+  else
+    detail::add_bias(c + start, n, m, count, bias + start);
+}
+
 // One product's blocks (as blas_matmul splits them) in bf16, from operands rounded
 // once up front in parallel: the same values and blocks as rounding per block.
 void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t n, int64_t k, const float* a,
@@ -126,15 +138,13 @@ void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_
 #pragma omp for schedule(static)
     for (int64_t block = 0; block < split.count; ++block) {
       const int64_t start = split.start(block), count = split.length(block, m, n);
-      if (split.split_rows) {
+      if (split.split_rows)
         onednn::gemm_bf16(ta, tb, count, n, k, element_at(pa, la.trans, a_cols, start, 0), a_cols, pb, b_cols,
                           c + start * n, n);
-        if (bias) detail::add_bias(c + start * n, n, count, n, bias);
-      } else {
+      else
         onednn::gemm_bf16(ta, tb, m, count, k, pa, a_cols, element_at(pb, lb.trans, b_cols, 0, start), b_cols,
                           c + start, n);
-        if (bias) detail::add_bias(c + start, n, m, count, bias + start);
-      }
+      add_bias_to_block(split, c, start, count, m, n, bias);
     }
   }
 }
@@ -241,13 +251,11 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch, cons
     auto at = [](const T* base, const GemmOperand& op, int64_t i, int64_t j) {
       return element_at(base, op.trans, op.ld, i, j);
     };
-    if (split.split_rows) {
+    if (split.split_rows)
       block_gemm(count, n, at(A, la, start, 0), B, C + start * n);
-      if (bias) detail::add_bias(C + start * n, n, count, n, bias);
-    } else {
+    else
       block_gemm(m, count, A, at(B, lb, 0, start), C + start);
-      if (bias) detail::add_bias(C + start, n, m, count, bias + start);
-    }
+    add_bias_to_block(split, C, start, count, m, n, bias);
   };
   const int64_t items = batches * blocks;
   // Always inside a parallel region, even for one item: outside one, OpenBLAS would
