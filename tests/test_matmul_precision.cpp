@@ -409,3 +409,24 @@ TEST_CASE("linear: the bias added to each finished block gives add(matmul)'s bit
       CHECK(linear(x, w).to_vector<float>() == matmul(x, w.t()).to_vector<float>());
     }
 }
+
+TEST_CASE("linear in bf16 precision for training: the bias joins the rounded-once product, add(matmul)'s bits") {
+  if (!cpu_bf16_matmul_available()) return;
+  // Row blocks (300 rows) and column blocks (1000 columns), as a step's Linears split.
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{300, 200, 128}, {64, 1000, 96}}) {
+    INFO("m ", m, " n ", n, " k ", k);
+    MatmulPrecisionGuard precision(MatmulPrecision::bf16);
+    const Tensor g = randn({m, n});
+    auto run = [&](bool fused) {
+      manual_seed(5);
+      Tensor x = randn({m, k}).requires_grad_(), w = randn({n, k}).requires_grad_(), b = randn({n}).requires_grad_();
+      Tensor y = fused ? linear(x, w, b) : add(matmul(x, w.t()), b);
+      // linear's node (under the reshape back to x's leading dims), or the composition's add
+      CHECK((fused ? y.grad_fn()->next[0]->name : y.grad_fn()->name) == (fused ? "linear" : "add"));
+      y.backward(g);
+      return std::vector<std::vector<float>>{y.to_vector<float>(), x.grad().to_vector<float>(),
+                                             w.grad().to_vector<float>(), b.grad().to_vector<float>()};
+    };
+    CHECK(run(true) == run(false));
+  }
+}

@@ -105,18 +105,6 @@ void gemm_bf16(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t 
   onednn::gemm_bf16(ta, tb, m, n, k, pa, a_cols, pb, b_cols, c, ldc);
 }
 
-// The linear op's bias, if any, added to one block of an m x n product as `split`
-// cuts it (count rows or columns from start), just after its gemm wrote it.
-template <typename T>
-void add_bias_to_block(const detail::ProductBlocks& split, T* c, int64_t start, int64_t count, int64_t m, int64_t n,
-                       const T* bias) {
-  if (!bias) return;
-  if (split.split_rows)
-    detail::add_bias(c + start * n, n, count, n, bias);
-  else
-    detail::add_bias(c + start, n, m, count, bias + start);
-}
-
 // One product's blocks (as blas_matmul splits them) in bf16, from operands rounded
 // once up front in parallel: the same values and blocks as rounding per block.
 void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t n, int64_t k, const float* a,
@@ -144,7 +132,7 @@ void bf16_blocks(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_
       else
         onednn::gemm_bf16(ta, tb, m, count, k, pa, a_cols, element_at(pb, lb.trans, b_cols, 0, start), b_cols,
                           c + start, n);
-      add_bias_to_block(split, c, start, count, m, n, bias);
+      detail::add_bias_to_block(split, c, start, count, m, n, bias);
     }
   }
 }
@@ -255,7 +243,7 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch, cons
       block_gemm(count, n, at(A, la, start, 0), B, C + start * n);
     else
       block_gemm(m, count, A, at(B, lb, 0, start), C + start);
-    add_bias_to_block(split, C, start, count, m, n, bias);
+    detail::add_bias_to_block(split, C, start, count, m, n, bias);
   };
   const int64_t items = batches * blocks;
   // Always inside a parallel region, even for one item: outside one, OpenBLAS would

@@ -6,6 +6,8 @@
 // As for float32, transposed operands are read as stored and each product is
 // split into blocks fixed by the shape (matmul_blocks.h), each a single-threaded
 // gemm inside loom's OpenMP loop, so the bits do not depend on the thread count.
+// The linear op's kernel (float32 result) adds its bias to each block as the
+// block's gemm finishes it, as matmul.cpp's float32 one does.
 #include <omp.h>
 
 #include <algorithm>
@@ -42,12 +44,14 @@ void block_gemm(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t
 }
 
 template <typename Out>
-void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view) {
+void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view, const float* bias = nullptr) {
   const int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a_view.shape()[nd - 1];
   if (out.numel() == 0) return;
   Out* pc = static_cast<Out*>(out.raw_data());
   if (k == 0) {  // empty sums
     std::fill_n(pc, out.numel(), Out(0.0f));
+    if constexpr (std::is_same_v<Out, float>)
+      if (bias) detail::add_bias(pc, n, out.numel() / n, n, bias);
     return;
   }
   Tensor a = a_view, b = b_view;
@@ -69,12 +73,13 @@ void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view
       block_gemm(la, lb, count, n, k, element_at(A, la.trans, la.ld, start, 0), B, C + start * n, n);
     else
       block_gemm(la, lb, m, count, k, A, element_at(B, lb.trans, lb.ld, 0, start), C + start, n);
+    if constexpr (std::is_same_v<Out, float>) detail::add_bias_to_block(split, C, start, count, m, n, bias);
   }
 }
 
 // The plain reference: float32 sums of bf16 products, stored as Out.
 template <typename Out>
-void reference_bf16_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+void reference_bf16_matmul(const Tensor& out, const Tensor& a, const Tensor& b, const float* bias = nullptr) {
   const int64_t nd = out.dim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[nd - 1];
   const Shape batch(out.shape().begin(), out.shape().end() - 2);
   const Shape a_batch_strides(a.strides().begin(), a.strides().end() - 2);
@@ -92,7 +97,7 @@ void reference_bf16_matmul(const Tensor& out, const Tensor& a, const Tensor& b) 
       for (int64_t j = 0; j < n; ++j) {
         float acc = 0;
         for (int64_t p = 0; p < k; ++p) acc += float(A[i * sam + p * sak]) * float(B[p * sbk + j * sbn]);
-        C[i * n + j] = Out(acc);
+        C[i * n + j] = Out(bias ? acc + bias[j] : acc);
       }
   }
 }
@@ -108,10 +113,21 @@ void matmul_fast(const Tensor& out, const Tensor& a, const Tensor& b) {
   out.dtype() == DType::f32 ? onednn_matmul<float>(out, a, b) : onednn_matmul<bfloat16>(out, a, b);
 }
 
+// The linear op in bf16 matmul precision (ops/cpu/matmul_rounded_once.cpp): x and
+// w_t already rounded, a float32 bias and result.
+void linear_reference(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
+  reference_bf16_matmul<float>(out, x, w_t, bias.data<float>());
+}
+void linear_fast(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
+  if (!onednn::bf16_available()) return linear_reference(out, x, w_t, bias);
+  onednn_matmul<float>(out, x, w_t, bias.data<float>());
+}
+
 }  // namespace
 
 LOOM_KERNELS(cpu_matmul_bf16) {
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cpu, DType::bf16, matmul_fast, matmul_reference);
+  register_kernel<kernels::LinearKernel>("linear", DeviceType::cpu, DType::bf16, linear_fast, linear_reference);
 }
 
 }  // namespace loom

@@ -10,6 +10,7 @@
 
 #include "loom/autograd.h"
 #include "loom/ops.h"
+#include "packed_matmul.h"
 
 namespace loom::detail {
 
@@ -72,6 +73,18 @@ inline ProductBlocks product_blocks(int64_t m, int64_t n) {
   const int64_t even_blocks = split_size < 128 ? 1 : ((split_size + 255) / 256 + 1) / 2 * 2;
   const int64_t size = ((split_size + even_blocks - 1) / even_blocks + 15) / 16 * 16;
   return {split_rows, size, (split_size + size - 1) / size};
+}
+
+// The linear op's bias, if any, added to one block of an m x n product as `split`
+// cuts it (count rows or columns from start), just after its gemm wrote it.
+template <typename T>
+void add_bias_to_block(const ProductBlocks& split, T* c, int64_t start, int64_t count, int64_t m, int64_t n,
+                       const T* bias) {
+  if (!bias) return;
+  if (split.split_rows)
+    add_bias(c + start * n, n, count, n, bias);
+  else
+    add_bias(c + start, n, m, count, bias + start);
 }
 
 }  // namespace loom::detail

@@ -24,10 +24,14 @@ Tensor rounded(const Tensor& x) {
   return to_dtype(x, DType::bf16);
 }
 
-// a16 @ b16 with float32 sums and result (the bfloat16 kernel, float32 out).
-Tensor product_of_rounded(const Tensor& a16, const Tensor& b16) {
+// a16 @ b16 (+ bias, float32, added to each block as its gemm finishes it) with
+// float32 sums and result (the bfloat16 kernels, float32 out).
+Tensor product_of_rounded(const Tensor& a16, const Tensor& b16, const Tensor& bias = {}) {
   Tensor out = Tensor::empty({a16.shape()[0], b16.shape()[1]}, {DType::f32, a16.device()});
-  kernel_for<kernels::MatmulKernel>("matmul", a16)(out, a16, b16);
+  if (bias.defined())
+    kernel_for<kernels::LinearKernel>("linear", a16)(out, a16, b16, bias);
+  else
+    kernel_for<kernels::MatmulKernel>("matmul", a16)(out, a16, b16);
   return out;
 }
 
@@ -41,11 +45,14 @@ bool rounds_once(const Tensor& a, const Tensor& b) {
   return bf16_on_cpu && linear_product && grad_enabled() && (a.requires_grad() || b.requires_grad());
 }
 
-Tensor matmul_rounded_once(const Tensor& a, const Tensor& b) {
+Tensor matmul_rounded_once(const Tensor& a, const Tensor& b, const Tensor& bias) {
   Tensor a16 = rounded(a), b16 = rounded(b);
   const bool a_transposed = stored_transposed(a), b_transposed = stored_transposed(b);
-  return record("matmul", {a, b}, product_of_rounded(a16, b16),
-                [a16, b16, a_transposed, b_transposed](BackwardContext& c, const Tensor& g) -> Grads {
+  const bool has_bias = bias.defined();
+  std::vector<Tensor> inputs = {a, b};
+  if (has_bias) inputs.push_back(bias);
+  return record(has_bias ? "linear" : "matmul", inputs, product_of_rounded(a16, b16, bias),
+                [a16, b16, a_transposed, b_transposed, has_bias](BackwardContext& c, const Tensor& g) -> Grads {
                   LOOM_CHECK(!grad_enabled(),
                              "matmul: no second derivative (create_graph) through a product taken in bf16 matmul "
                              "precision, which keeps only its rounded operands; take it in float32 precision");
@@ -57,7 +64,8 @@ Tensor matmul_rounded_once(const Tensor& a, const Tensor& b) {
                     da = a_transposed ? t(product_of_rounded(b16, t(g16))) : product_of_rounded(g16, t(b16));
                   if (c.needs(1))
                     db = b_transposed ? t(product_of_rounded(t(g16), a16)) : product_of_rounded(t(a16), g16);
-                  return {da, db};
+                  if (!has_bias) return {da, db};
+                  return {da, db, c.needs(2) ? sum_to(g, c.input_shape(2)) : Tensor()};
                 });
 }
 

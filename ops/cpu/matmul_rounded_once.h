@@ -17,7 +17,9 @@ inline bool stored_transposed(const Tensor& t) {
 // bf16 precision (with bf16 gemms), large enough, with a gradient to come.
 bool rounds_once(const Tensor& a, const Tensor& b);
 
-// a @ b from operands rounded once, recorded for autograd (no second derivative).
-Tensor matmul_rounded_once(const Tensor& a, const Tensor& b);
+// a @ b from operands rounded once, recorded for autograd (no second derivative);
+// with a bias (contiguous, [b's columns]), the linear op: a @ b + bias, the bias
+// added to each block as its gemm finishes it (the bits of add(a @ b, bias)).
+Tensor matmul_rounded_once(const Tensor& a, const Tensor& b, const Tensor& bias = {});
 
 }  // namespace loom::detail

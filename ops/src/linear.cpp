@@ -4,8 +4,9 @@
 // (or decoding's packed kernel) has written it, while the block is in cache: no
 // second pass over memory, no second op. Each element is the product's sum plus
 // b, rounded once, as add(matmul(x, Wᵀ), b) computes it, so the bits are the
-// same. Where no fused kernel applies (a device without one, a product that bf16
-// precision rounds once for training) the op is that composition. The backward is
+// same; in bf16 precision for training, the product of operands rounded once
+// (ops/cpu/matmul_rounded_once.h) takes the bias the same way. Where no fused
+// kernel applies (a device without one) the op is that composition. The backward is
 // written with ops, as the composition's, so it gives the same gradients and is
 // differentiable again. Kernels: ops/cpu/matmul.cpp.
 #include "matmul_rounded_once.h"
@@ -27,8 +28,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Where w
   detail::check_same_kind("linear", x, bias);
   LOOM_CHECK(bias.dim() == 1 && bias.shape()[0] == out, "linear: bias must be [{}] for weight {}, got {}", out,
              weight.shape(), bias.shape());
-  if (!supports("linear", x.device(), x.dtype()) || detail::rounds_once(rows, w_t))
-    return add(matmul(rows, w_t), bias).reshape(out_shape);
+  if (detail::rounds_once(rows, w_t))
+    return detail::matmul_rounded_once(rows, w_t, detail::dense(bias)).reshape(out_shape);
+  if (!supports("linear", x.device(), x.dtype())) return add(matmul(rows, w_t), bias).reshape(out_shape);
   Tensor y = Tensor::empty({rows.shape()[0], out}, {x.dtype(), x.device()});
   detail::kernel_for<kernels::LinearKernel>("linear", x)(y, rows, w_t, detail::dense(bias));
   y = record("linear", {rows, weight, bias}, y, [rows, weight](BackwardContext& c, const Tensor& g) -> detail::Grads {
