@@ -182,6 +182,36 @@ TEST_CASE("hooks see the gradient and can replace it") {
         std::string::npos);
 }
 
+TEST_CASE("gradients arriving at a node are summed in place only where nothing else sees the sum") {
+  // a gets 2 (b's path, which runs first: b was made after p) and then 5 (p's); b's
+  // gradient is handed on to a as the same tensor (add's backward passes g
+  // through), so a's sum must go to new memory: b's retained .grad, a hook's copy
+  // and the caller's seed keep their values.
+  Tensor x = leaf({1, 2, 3});
+  Tensor a = x * 1.0;
+  Tensor p = a * 5.0;
+  Tensor b = a + scalar_tensor(0.0, {f64});
+  b.retain_grad();
+  Tensor hooked;
+  b.register_hook([&](const Tensor& g) {
+    hooked = g;  // holds the tensor itself
+    return Tensor();
+  });
+  Tensor y = p + b * 2.0;
+  Tensor seed = tensor({1.0, 1.0, 1.0}, f64);
+  y.backward(seed);
+  CHECK(values(b.grad()) == std::vector<double>{2, 2, 2});
+  CHECK(values(hooked) == std::vector<double>{2, 2, 2});
+  CHECK(values(x.grad()) == std::vector<double>{7, 7, 7});
+  CHECK(values(seed) == std::vector<double>{1, 1, 1});
+  // Three gradients into one node, two of them fresh (mul's): summed in place, the
+  // same values as pairwise adds.
+  Tensor z = leaf({1, -2, 0.5});
+  Tensor m = z * 1.0;
+  ((m * 3.0) + (m * 4.0) + m * m).sum().backward();
+  CHECK(values(z.grad()) == std::vector<double>{3 + 4 + 2 * 1.0, 3 + 4 - 2 * 2.0, 3 + 4 + 2 * 0.5});
+}
+
 TEST_CASE("anomaly mode names the op and the user's line that made a NaN") {
   AnomalyGuard anomaly;
   Tensor x = leaf({-1.0, 2.0});

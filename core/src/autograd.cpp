@@ -22,6 +22,7 @@ thread_local std::source_location tls_callsite;
 std::atomic<uint64_t> g_sequence{0};
 thread_local std::shared_ptr<const std::string> tls_scope;
 GradientAdder g_adder = nullptr;
+GradientAdderInPlace g_adder_in_place = nullptr;
 GradientDensifier g_densifier = nullptr;
 std::atomic<FrontendLine> g_frontend_line{nullptr};
 
@@ -92,13 +93,23 @@ GradientFlow gradient_flow(const Tensor& g) {
   return {std::sqrt(sum), zero, non_finite};
 }
 
-void set_gradient_functions(GradientAdder add, GradientDensifier contiguous) {
+void set_gradient_functions(GradientAdder add, GradientAdderInPlace add_into, GradientDensifier contiguous) {
   g_adder = add;
+  g_adder_in_place = add_into;
   g_densifier = contiguous;
 }
 Tensor add_gradients(const Tensor& a, const Tensor& b) {
   LOOM_CHECK(g_adder != nullptr, "autograd: no gradient functions registered (link loom_ops)");
   return g_adder(a, b);
+}
+void accumulate_gradient(Tensor& sum, const Tensor& g) {
+  const auto& storage = sum.storage();
+  const bool sole_owner = sum.impl_ptr().use_count() == 1 && storage.use_count() == 1 && sum.is_contiguous() &&
+                          static_cast<size_t>(sum.numel()) * dtype_size(sum.dtype()) == storage->nbytes();
+  if (sole_owner && !grad_enabled() && g_adder_in_place && sum.shape() == g.shape() && sum.dtype() == g.dtype() &&
+      sum.device() == g.device())
+    return g_adder_in_place(sum, g);
+  sum = add_gradients(sum, g);
 }
 Tensor dense_gradient(const Tensor& g) {
   LOOM_CHECK(g_densifier != nullptr, "autograd: no gradient functions registered (link loom_ops)");

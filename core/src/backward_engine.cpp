@@ -70,7 +70,10 @@ struct Engine {
 
   void accumulate(Node* node, const Tensor& grad) {
     auto& slot = buffers[node];
-    slot = slot.defined() ? add_gradients(slot, grad) : grad;
+    if (slot.defined())
+      accumulate_gradient(slot, grad);
+    else
+      slot = grad;
   }
 
   void run(const std::vector<std::shared_ptr<Node>>& roots, const std::vector<Tensor>& seeds) {

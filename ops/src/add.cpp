@@ -11,9 +11,13 @@ Tensor add(const Tensor& a, const Tensor& b, Where where) {
   });
 }
 
-// The autograd engine sums gradients with this op (core cannot depend on ops).
+// The autograd engine sums gradients with this op, or with its kernel in place
+// (each element read, then written: out may be a) (core cannot depend on ops).
 static const bool gradient_functions_registered = [] {
   set_gradient_functions([](const Tensor& a, const Tensor& b) { return add(a, b); },
+                         [](const Tensor& into, const Tensor& g) {
+                           detail::kernel_for<kernels::BinaryKernel>("add", into)(into, into, g);
+                         },
                          [](const Tensor& g) { return clone(g); });
   return true;
 }();

@@ -208,13 +208,21 @@ struct GradOptions {
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, const GradOptions& options);
 
-// The engine's only arithmetic: summing two gradients, and giving a leaf's
-// .grad its own dense memory (a gradient may arrive as a stride-0 expanded view).
-// ops/ provides both (core stays below ops); set once at load time.
+// The engine's only arithmetic: summing two gradients (into new memory, or into
+// the first in place), and giving a leaf's .grad its own dense memory (a gradient
+// may arrive as a stride-0 expanded view). ops/ provides them (core stays below
+// ops); set once at load time.
 using GradientAdder = Tensor (*)(const Tensor&, const Tensor&);
+using GradientAdderInPlace = void (*)(const Tensor& into, const Tensor& g);  // into += g: same shape, dtype, device
 using GradientDensifier = Tensor (*)(const Tensor&);
-void set_gradient_functions(GradientAdder add, GradientDensifier contiguous);
+void set_gradient_functions(GradientAdder add, GradientAdderInPlace add_into, GradientDensifier contiguous);
 Tensor add_gradients(const Tensor& a, const Tensor& b);
+// sum = sum + g, as add_gradients computes it (the same bits), in sum's own memory
+// when nothing else can see it: no graph to record (grad mode off), no other
+// handle on sum's tensor or storage (a hook's copy, a retained .grad, a view),
+// and the same shape, dtype and device as g. The backward engine sums the
+// gradients arriving at a node this way, without a new tensor per addition.
+void accumulate_gradient(Tensor& sum, const Tensor& g);
 Tensor dense_gradient(const Tensor& g);
 
 // Whether t has a NaN or Inf (anomaly mode), scanned by the "any_non_finite"
