@@ -2,9 +2,7 @@
 // out, with beam search; `loom bleu`: corpus BLEU of a file against references,
 // as sacreBLEU prints it.
 
-#include <atomic>
 #include <chrono>
-#include <exception>
 #include <iostream>
 #include <optional>
 
@@ -107,31 +105,10 @@ void run_translate(const TranslateOptions& o) {
   const auto decode_start = std::chrono::steady_clock::now();
   PackedWeights packed(models::decoding_weights(model));  // once for every batch
   model.eval();  // before any worker starts: decoding then never changes the model's mode
-  // On the CPU each thread decodes whole batches, longest first, with single-threaded
-  // kernels (inside this parallel region): no thread waits while another runs a
-  // step's serial work (the search, the ops' glue), and a line's translation is the
-  // same bits as on one thread, since no kernel's result depends on the thread
-  // count or on the other lines. --profile decodes one batch at a time on all
-  // threads instead, so that the kernels' times add up to the wall time.
-  const int workers = device.is_cpu() && !profile ? std::min<int>(o.threads, static_cast<int>(batches.size())) : 1;
-  if (workers <= 1) {
-    for (size_t b = 0; b < batches.size(); ++b) decode_batch(b);
-  } else {
-    // The first error (or interrupt) of any worker, rethrown here; only the worker that
-    // sets `failed` first writes it, and the region's end orders that write before the read.
-    std::exception_ptr error;
-    std::atomic<bool> failed{false};
-#pragma omp parallel for schedule(dynamic, 1) num_threads(workers)
-    for (size_t i = 0; i < batches.size(); ++i) {
-      if (failed) continue;
-      try {
-        decode_batch(batches.size() - 1 - i);
-      } catch (...) {
-        if (!failed.exchange(true)) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
-  }
+  // On the CPU each thread decodes whole batches (decode_batches); --profile decodes
+  // one batch at a time on all threads instead, so that the kernels' times add up to
+  // the wall time.
+  models::decode_batches(batches.size(), profile ? 1 : o.threads, device, decode_batch);
   for (size_t b = 0; b < batches.size(); ++b)
     for (size_t i = 0; i < hyps[b].size(); ++i) {
       const std::vector<models::Hypothesis>& best = hyps[b][i];

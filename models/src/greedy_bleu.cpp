@@ -1,4 +1,6 @@
 // greedy_bleu (loom/models/decode.h): the validation BLEU of a model in training.
+#include <omp.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -19,10 +21,9 @@ double greedy_bleu(Transformer& model, const Vocabulary& vocab, const std::vecto
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
-  std::vector<std::string> hypotheses(sources.size());
-  PackedWeights packed(decoding_weights(model));  // once for every batch
-  for (size_t first = 0; first < order.size(); first += kBatch) {
-    const size_t last = std::min(order.size(), first + kBatch);
+  std::vector<std::vector<int64_t>> outputs(sources.size());  // each line's ids, pieces after the workers
+  auto decode_batch = [&](size_t batch) {
+    const size_t first = batch * kBatch, last = std::min(order.size(), first + kBatch);
     const size_t longest = sources[order[last - 1]].size() + 1;  // + eos
     std::vector<int64_t> flat;
     for (size_t i = first; i < last; ++i) {
@@ -38,9 +39,21 @@ double greedy_bleu(Transformer& model, const Vocabulary& vocab, const std::vecto
     const std::vector<int64_t> ids = out.to(kCPU).to_vector<int64_t>();
     const int64_t width = out.shape()[1];
     for (int64_t r = 0; r < rows; ++r)
-      hypotheses[order[first + static_cast<size_t>(r)]] =
-          vocab.decode({ids.begin() + r * width, ids.begin() + (r + 1) * width});
-  }
+      outputs[order[first + static_cast<size_t>(r)]].assign(ids.begin() + r * width, ids.begin() + (r + 1) * width);
+  };
+  PackedWeights packed(decoding_weights(model));  // once for every batch
+  // Eval mode before the workers start (none of them changes it), the caller's mode after.
+  struct RestoreMode {
+    Transformer& model;
+    bool was_training;
+    ~RestoreMode() {
+      if (was_training) model.train();
+    }
+  } restore{model, model.is_training()};
+  model.eval();
+  decode_batches((order.size() + kBatch - 1) / kBatch, omp_get_max_threads(), device, decode_batch);
+  std::vector<std::string> hypotheses;
+  for (const std::vector<int64_t>& ids : outputs) hypotheses.push_back(vocab.decode(ids));
   return corpus_bleu(hypotheses, {references}).score;
 }
 

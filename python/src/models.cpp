@@ -1,6 +1,7 @@
 // Layers, optimizers and the Transformer from Python: `loom.nn`, `loom.optim`,
 // `loom.models`. A model folder from `loom train` loads with its vocabulary, then
 // translates (beam search, as `loom translate`) and shows its attention maps.
+#include <omp.h>
 #include <pybind11/stl.h>
 
 #include "bindings.h"
@@ -21,17 +22,14 @@ struct Translator {
 
   // Beam search of one sentence at a time: a sentence's translation never depends on
   // which others share its batch (as in `loom translate`, which batches equal lengths).
+  // On the CPU each thread translates whole sentences (models::decode_batches).
   std::vector<std::string> translate(const std::vector<std::string>& sentences, int64_t beam, double alpha,
                                      int64_t extra_len) {
     models::Transformer& model = *folder.model;
-    std::vector<std::string> out;
-    PackedWeights packed(models::decoding_weights(model));  // once for every sentence
-    for (const std::string& sentence : sentences) {
-      if (models::is_blank(sentence)) {
-        out.emplace_back();
-        continue;
-      }
-      std::vector<int64_t> ids = folder.vocab->encode(sentence);
+    std::vector<std::vector<int64_t>> outputs(sentences.size());
+    auto decode = [&](size_t i) {
+      if (models::is_blank(sentences[i])) return;
+      std::vector<int64_t> ids = folder.vocab->encode(sentences[i]);
       ids.resize(std::min<size_t>(ids.size(), static_cast<size_t>(model.config().max_len - 1)));
       ids.push_back(models::Vocabulary::kEos);
       const int64_t length = static_cast<int64_t>(ids.size());
@@ -39,8 +37,14 @@ struct Translator {
       const int64_t max_len = std::min<int64_t>(length + extra_len, model.config().max_len - 1);
       auto hyps = models::beam_search(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
                                       {.beam = beam, .length_penalty = alpha, .max_len = max_len});
-      out.push_back(folder.vocab->decode(hyps[0][0].tokens));
-    }
+      outputs[i] = std::move(hyps[0][0].tokens);
+    };
+    PackedWeights packed(models::decoding_weights(model));  // once for every sentence
+    model.eval();  // before any worker starts: decoding then never changes the model's mode
+    models::decode_batches(sentences.size(), omp_get_max_threads(), model.parameters().front().device(), decode);
+    std::vector<std::string> out;
+    for (size_t i = 0; i < sentences.size(); ++i)
+      out.push_back(models::is_blank(sentences[i]) ? std::string() : folder.vocab->decode(outputs[i]));
     return out;
   }
 
