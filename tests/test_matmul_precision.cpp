@@ -412,8 +412,10 @@ TEST_CASE("linear: the bias added to each finished block gives add(matmul)'s bit
 
 TEST_CASE("linear in bf16 precision for training: the bias joins the rounded-once product, add(matmul)'s bits") {
   if (!cpu_bf16_matmul_available()) return;
-  // Row blocks (300 rows) and column blocks (1000 columns), as a step's Linears split.
-  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{300, 200, 128}, {64, 1000, 96}}) {
+  // Row blocks (300 rows) and column blocks (1000 columns), as a step's Linears split,
+  // and a single row.
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {300, 200, 128}, {64, 1000, 96}, {17, 600, 128}, {1, 40, 30000}, {64, 256, 64}}) {
     INFO("m ", m, " n ", n, " k ", k);
     MatmulPrecisionGuard precision(MatmulPrecision::bf16);
     const Tensor g = randn({m, n});
