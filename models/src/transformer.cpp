@@ -163,7 +163,13 @@ Transformer::DecoderState Transformer::start_decoding(const Encoded& encoded) {
   DecoderState state;
   const int64_t batch = encoded.memory.shape()[0];
   for (auto& layer : decoder) {
-    state.sources_.push_back(layer->cross_attn.project_key_value(encoded.memory, encoded.memory));
+    // Each head's keys and values made contiguous ([B, heads, S, d_head], not a view of
+    // [B, S, d_model]) once per batch: a sentence's rows are then one run of memory,
+    // which the search re-gathers with whole-row copies at every step that changes the
+    // rows' sentences, and a head's keys are read in one run. The products read the
+    // same values in the same order: the same bits.
+    nn::MultiHeadAttention::KeyValue source = layer->cross_attn.project_key_value(encoded.memory, encoded.memory);
+    state.sources_.push_back({source.key.contiguous(), source.value.contiguous()});
     state.layers_.push_back({.source = state.sources_.back()});
   }
   state.src_mask_ = state.row_src_mask_ = encoded.src_mask;
