@@ -5,7 +5,8 @@
 // batches: stride 0). float32 uses TF32 tensor cores only when asked
 // (loom::cuda::set_tf32_enabled, LOOM_CUDA_TF32=1); bf16 ones for the bfloat16
 // dtype and for float32 in bf16 matmul precision (operands rounded here first).
-// The linear op's kernel is the product and then its bias, added in place.
+// The linear op's kernel is the product and then its bias, added in place (float32
+// and float64; bfloat16 operands with a float32 bias and result).
 #include <algorithm>
 #include <climits>
 
@@ -157,12 +158,21 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
 // place by the add kernel's launch, with no op or allocation between them: the
 // bits of matmul and then add.
 template <typename T>
-void linear(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
-  matmul<T>(out, x, w_t);
+void add_bias_in_place(const Tensor& out, const Tensor& bias) {
   OnDevice on(out);
   const Strided<3> s =
       strided<3>("linear", out.shape(), {out.strides(), out.strides(), broadcast_strides(bias, out.shape())});
   launch_binary<T>(BinaryOp::add, s, out.raw_data(), out.raw_data(), bias.raw_data(), on.stream());
+}
+template <typename T>
+void linear(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
+  matmul<T>(out, x, w_t);
+  add_bias_in_place<T>(out, bias);
+}
+// bfloat16 operands (bf16 precision's rounded-once products), float32 bias and result.
+void linear_bf16(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
+  matmul<bfloat16>(out, x, w_t);
+  add_bias_in_place<float>(out, bias);
 }
 
 }  // namespace
@@ -170,6 +180,7 @@ void linear(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor&
 LOOM_KERNELS(cuda_matmul) {
   register_kernel<kernels::LinearKernel>("linear", DeviceType::cuda, DType::f32, linear<float>);
   register_kernel<kernels::LinearKernel>("linear", DeviceType::cuda, DType::f64, linear<double>);
+  register_kernel<kernels::LinearKernel>("linear", DeviceType::cuda, DType::bf16, linear_bf16);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f32, matmul<float>);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f64, matmul<double>);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::bf16, matmul<bfloat16>);
