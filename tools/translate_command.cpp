@@ -103,12 +103,10 @@ void run_translate(const TranslateOptions& o) {
   std::optional<KernelProfile> profile;
   if (o.profile) profile.emplace(device);
   const auto decode_start = std::chrono::steady_clock::now();
-  PackedWeights packed(models::decoding_weights(model));  // once for every batch
-  model.eval();  // before any worker starts: decoding then never changes the model's mode
   // On the CPU each thread decodes whole batches (decode_batches); --profile decodes
   // one batch at a time on all threads instead, so that the kernels' times add up to
   // the wall time.
-  models::decode_batches(batches.size(), profile ? 1 : o.threads, device, decode_batch);
+  models::decode_batches(model, batches.size(), profile ? 1 : o.threads, decode_batch);
   for (size_t b = 0; b < batches.size(); ++b)
     for (size_t i = 0; i < hyps[b].size(); ++i) {
       const std::vector<models::Hypothesis>& best = hyps[b][i];

@@ -7,8 +7,18 @@
 
 namespace loom::models {
 
-void decode_batches(size_t count, int threads, const Device& device, const std::function<void(size_t)>& decode) {
-  const int workers = device.is_cpu() ? static_cast<int>(std::min<size_t>(std::max(threads, 1), count)) : 1;
+void decode_batches(Transformer& model, size_t count, int threads, const std::function<void(size_t)>& decode) {
+  PackedWeights packed(decoding_weights(model));
+  struct RestoreMode {
+    Transformer& model;
+    bool was_training;
+    ~RestoreMode() {
+      if (was_training) model.train();
+    }
+  } restore{model, model.is_training()};
+  model.eval();
+  const bool cpu = model.parameters().front().device().is_cpu();
+  const int workers = cpu ? static_cast<int>(std::min<size_t>(std::max(threads, 1), count)) : 1;
   if (workers <= 1) {
     for (size_t b = 0; b < count; ++b) decode(b);
     return;

@@ -41,17 +41,7 @@ double greedy_bleu(Transformer& model, const Vocabulary& vocab, const std::vecto
     for (int64_t r = 0; r < rows; ++r)
       outputs[order[first + static_cast<size_t>(r)]].assign(ids.begin() + r * width, ids.begin() + (r + 1) * width);
   };
-  PackedWeights packed(decoding_weights(model));  // once for every batch
-  // Eval mode before the workers start (none of them changes it), the caller's mode after.
-  struct RestoreMode {
-    Transformer& model;
-    bool was_training;
-    ~RestoreMode() {
-      if (was_training) model.train();
-    }
-  } restore{model, model.is_training()};
-  model.eval();
-  decode_batches((order.size() + kBatch - 1) / kBatch, omp_get_max_threads(), device, decode_batch);
+  decode_batches(model, (order.size() + kBatch - 1) / kBatch, omp_get_max_threads(), decode_batch);
   std::vector<std::string> hypotheses;
   for (const std::vector<int64_t>& ids : outputs) hypotheses.push_back(vocab.decode(ids));
   return corpus_bleu(hypotheses, {references}).score;

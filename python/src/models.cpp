@@ -39,9 +39,7 @@ struct Translator {
                                       {.beam = beam, .length_penalty = alpha, .max_len = max_len});
       outputs[i] = std::move(hyps[0][0].tokens);
     };
-    PackedWeights packed(models::decoding_weights(model));  // once for every sentence
-    model.eval();  // before any worker starts: decoding then never changes the model's mode
-    models::decode_batches(sentences.size(), omp_get_max_threads(), model.parameters().front().device(), decode);
+    models::decode_batches(model, sentences.size(), omp_get_max_threads(), decode);
     std::vector<std::string> out;
     for (size_t i = 0; i < sentences.size(); ++i)
       out.push_back(models::is_blank(sentences[i]) ? std::string() : folder.vocab->decode(outputs[i]));

@@ -33,17 +33,19 @@ std::vector<Tensor> decoding_weights(const Transformer& model);
 Tensor greedy_decode(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len);
 Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bos, int64_t eos, int64_t max_len);
 
-// Runs decode(b) for every batch b < count, the last first (callers sort their
-// batches shortest first, so the longest start first). On the CPU, `threads`
+// Runs decode(b) for every batch b < count of a decoding with `model`, the last
+// first (callers sort their batches shortest first, so the longest start first),
+// with the decoding weights packed once for all of them and the model in eval mode
+// (the caller's mode restored after; no worker changes it). On the CPU, `threads`
 // workers each decode whole batches, taking the next when done, and run
 // single-threaded kernels (inside this parallel region): no thread waits while
 // another runs a step's serial work (the search, the ops' glue), and each batch
 // gives the bits it gives on one thread, since no kernel's result depends on the
-// thread count or on the other batches. On a GPU, one batch at a time. The model
-// must be in eval mode before the call (no worker changes it), and decode must
-// write only its own batch's results. The first error (or interrupt) of any
-// worker is rethrown once all have stopped.
-void decode_batches(size_t count, int threads, const Device& device, const std::function<void(size_t)>& decode);
+// thread count or on the other batches. On a GPU (the device of the model's
+// parameters), one batch at a time. decode must write only its own batch's
+// results. The first error (or interrupt) of any worker is rethrown once all have
+// stopped.
+void decode_batches(Transformer& model, size_t count, int threads, const std::function<void(size_t)>& decode);
 
 // Corpus BLEU (sacreBLEU's default) of greedy translations of `sources` (pieces,
 // without eos) against `references`, one each: a training run's validation score.
