@@ -6,9 +6,14 @@
 #include <doctest/doctest.h>
 
 #include <omp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -193,6 +198,69 @@ TEST_CASE("float32 and bf16-precision matmuls (oneDNN's gemms where it has them)
       CHECK(same_bits_for_1_and_2_threads(a, b));
     }
   }
+}
+
+namespace {
+// The main thread's stack, and what a signal handler saw of where it ran.
+uintptr_t g_stack_low = 0, g_stack_high = 0;
+std::atomic<int> g_signals_handled{0}, g_handled_off_the_stack{0};
+void note_where_handled(int) {
+  const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  g_signals_handled.fetch_add(1, std::memory_order_relaxed);
+  if (frame < g_stack_low || frame >= g_stack_high) g_handled_off_the_stack.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+#ifndef sigev_notify_thread_id  // glibc < 2.38 names it only by its union member
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+// oneDNN 2.6's jit float32 gemm, for inner dimensions over ~84, points rsp at a heap
+// workspace, so a signal handled inside it wrote its frame over the heap (Ctrl-C in
+// Python aborted in free(); a profiler's SIGPROF would too): oneDNN issue #4845. A
+// timer signal for this thread every 100 us lands in gemm after gemm here (one OpenMP
+// thread: this one); each handler checks that it runs on this thread's stack.
+TEST_CASE(
+    "float32 and bf16-precision matmuls: a signal arriving meanwhile is handled on the stack, not over the heap") {
+  pthread_attr_t attr;
+  REQUIRE(pthread_getattr_np(pthread_self(), &attr) == 0);
+  void* stack = nullptr;
+  size_t stack_size = 0;
+  pthread_attr_getstack(&attr, &stack, &stack_size);
+  pthread_attr_destroy(&attr);
+  g_stack_low = reinterpret_cast<uintptr_t>(stack);
+  g_stack_high = g_stack_low + stack_size;
+  struct sigaction noting {
+  }, previous{};
+  noting.sa_handler = note_where_handled;
+  noting.sa_flags = SA_RESTART;
+  sigemptyset(&noting.sa_mask);
+  REQUIRE(sigaction(SIGALRM, &noting, &previous) == 0);
+  sigevent to_this_thread{};
+  to_this_thread.sigev_notify = SIGEV_THREAD_ID;
+  to_this_thread.sigev_signo = SIGALRM;
+  to_this_thread.sigev_notify_thread_id = gettid();
+  timer_t timer{};
+  REQUIRE(timer_create(CLOCK_MONOTONIC, &to_this_thread, &timer) == 0);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (MatmulPrecision mode : {MatmulPrecision::float32, MatmulPrecision::bf16}) {
+    CAPTURE(mode == MatmulPrecision::bf16);
+    MatmulPrecisionGuard precision(mode);
+    Tensor a = randn({1024, 256}), w = randn({64, 256});  // a Linear's product, inner dimension 256
+    const std::vector<float> want = matmul(a, w.t()).to_vector<float>();
+    g_signals_handled = g_handled_off_the_stack = 0;
+    itimerspec every_100us{{0, 100'000}, {0, 100'000}}, stop{};
+    timer_settime(timer, 0, &every_100us, nullptr);
+    bool same = true;
+    for (int i = 0; i < 300 && same; ++i) same = matmul(a, w.t()).to_vector<float>() == want;
+    timer_settime(timer, 0, &stop, nullptr);
+    CHECK(same);
+    CHECK(g_signals_handled.load() > 100);  // the signals did arrive while the products ran
+    CHECK(g_handled_off_the_stack.load() == 0);
+  }
+  omp_set_num_threads(threads);
+  timer_delete(timer);
+  sigaction(SIGALRM, &previous, nullptr);
 }
 
 // Products of a few rows by a Linear-layout weight, X @ W^T with W [n, k] (ops/cpu/skinny_matmul.h):

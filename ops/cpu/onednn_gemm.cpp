@@ -5,6 +5,8 @@
 
 #include <dnnl.hpp>
 
+#include <signal.h>
+
 #include <array>
 #include <mutex>
 #include <vector>
@@ -47,6 +49,27 @@ const Gemm& gemm_for(dt type, bool trans_a, bool trans_b) {
   return gemms[which];
 }
 
+// Debian's oneDNN (2.6) runs its jit float32 and bf16 gemm kernels with rsp pointed
+// at a heap workspace, so a signal handled on this thread meanwhile writes its frame
+// into the heap: Ctrl-C in Python, a profiler's SIGPROF (oneDNN issue #4845, fixed
+// in 3.x by uxlfoundation/oneDNN#4855). Asynchronous signals wait while a gemm runs;
+// one that arrives then is handled as soon as it returns. Faults stay unblocked.
+class AsyncSignalsHeld {
+ public:
+  AsyncSignalsHeld() {
+    sigset_t all;
+    sigfillset(&all);
+    for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&all, fault);
+    pthread_sigmask(SIG_BLOCK, &all, &previous_);
+  }
+  ~AsyncSignalsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  AsyncSignalsHeld(const AsyncSignalsHeld&) = delete;
+  AsyncSignalsHeld& operator=(const AsyncSignalsHeld&) = delete;
+
+ private:
+  sigset_t previous_;
+};
+
 void run_gemm(dt type, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void* a, int64_t lda,
               const void* b, int64_t ldb, float* c, int64_t ldc) {
   const Gemm& gemm = gemm_for(type, trans_a, trans_b);
@@ -56,6 +79,7 @@ void run_gemm(dt type, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   auto memory = [](dims shape, dt t, dims strides, const void* data) {
     return dnnl::memory({shape, t, strides}, engine(), const_cast<void*>(data));
   };
+  AsyncSignalsHeld held;
   gemm.primitive.execute(
       stream, {{DNNL_ARG_SRC, memory({m, k}, type, strides_of(trans_a, lda), a)},
                {DNNL_ARG_WEIGHTS, memory({k, n}, type, strides_of(trans_b, ldb), b)},
