@@ -119,7 +119,7 @@ def test_ops_release_the_gil_while_they_run():
     import threading
     import time
 
-    a, big = loom.randn([1200, 1200]), loom.randn([4000, 4000])
+    a, big = loom.randn([2000, 2000]), loom.randn([4000, 4000])  # each product ~16 GFLOP: ~50 ms on 2 cores
     a.sum()  # warm: the first call loads kernels
     calls = {
         "a @ a": lambda: a @ a,
