@@ -19,6 +19,7 @@
 
 using namespace loom;
 using loom::testing::error_of;
+using loom::testing::on_reference_kernels;
 
 namespace {
 Tensor x34() { return tensor({{0.5, -1.25, 3.0, 2.0}, {4.0, 1.5, -2.0, 0.25}, {-0.75, 2.5, 2.25, 1.0}}, f64); }
@@ -117,6 +118,21 @@ TEST_CASE("gather, scatter_add, index_select, index_add") {
   check_values(index_add(zeros({3, 2}, {f64}), 0, rows, src), {3, 4, 0, 0, 6, 8});
   std::string msg = error_of([&] { index_select(x, 0, from_vector<int64_t>({3}, {1}, {i64})); });
   CHECK(msg.find("index 3 is out of range") != std::string::npos);
+}
+
+TEST_CASE("index_select of views: a narrowed or permuted inner part, copied by its dense runs, equals the reference") {
+  // [4, 3, 8, 5] narrowed to 6 positions along dim 2 (a decoder cache's filled part):
+  // runs of 30 values; permuted: runs of 1; a size-1 dim in between changes nothing.
+  Tensor x = arange_f(4 * 3 * 8 * 5, {4, 3, 8, 5});
+  Tensor rows = from_vector<int64_t>({3, 0, 0, 2}, {4}, {i64});
+  for (const Tensor& view : {x.narrow(2, 0, 6), x.permute({0, 2, 1, 3}), x.narrow(3, 1, 3), x.unsqueeze(2)}) {
+    CAPTURE(view.shape());
+    CAPTURE(view.strides());
+    Tensor fast = index_select(view, 0, rows),
+           reference = on_reference_kernels([&] { return index_select(view, 0, rows); });
+    CHECK(fast.to_vector<double>() == reference.to_vector<double>());
+    CHECK(fast.to_vector<double>() == index_select(view.contiguous(), 0, rows).to_vector<double>());
+  }
 }
 
 TEST_CASE("pad, triu, tril, causal_mask") {

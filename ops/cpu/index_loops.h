@@ -28,6 +28,7 @@ struct DimGeometry {
   int64_t outer = 1, inner = 1, dim_stride = 0;
   Shape outer_sizes, outer_strides;
   bool inner_contiguous = true;
+  int64_t run = 1;                     // inner offsets k*run .. k*run + run - 1 are consecutive
   std::vector<int64_t> inner_offsets;  // empty when inner_contiguous
   int64_t outer_offset(int64_t o) const { return strided_offset(o, outer_sizes, outer_strides); }
   int64_t inner_offset(int64_t i) const { return inner_contiguous ? i : inner_offsets[i]; }
@@ -48,12 +49,13 @@ inline DimGeometry dim_geometry(const Shape& sizes, const Shape& strides, int64_
     }
   }
   g.dim_stride = sizes.empty() ? 0 : strides[dim];
-  int64_t expected = 1;
+  // The trailing inner dims laid out densely make runs of `run` consecutive values.
   for (size_t d = inner_sizes.size(); d-- > 0;) {
     if (inner_sizes[d] == 1) continue;
-    g.inner_contiguous = g.inner_contiguous && inner_strides[d] == expected;
-    expected *= inner_sizes[d];
+    if (inner_strides[d] != g.run) break;
+    g.run *= inner_sizes[d];
   }
+  g.inner_contiguous = g.run == g.inner;
   if (g.inner_contiguous) return g;  // a decoder's cache, re-gathered every step, takes this path
   // The inner offsets in row-major order, counted like an odometer.
   g.inner_offsets.resize(g.inner);

@@ -1,5 +1,5 @@
-// CPU kernels of index_select (ops/src/index_select.cpp): whole rows copied per
-// index, beside the plain reference (coordinates per element).
+// CPU kernels of index_select (ops/src/index_select.cpp): whole rows (or their
+// dense runs) copied per index, beside the plain reference (coordinates per element).
 #include <algorithm>
 
 #include "index_loops.h"
@@ -19,15 +19,15 @@ void index_select_kernel(const Tensor& out, const Tensor& x, int64_t dim, const 
   const T* px = static_cast<const T*>(x.storage()->data()) + x.offset();
   const int64_t* pi = index.data<int64_t>();
   T* po = out.data<T>();
-  const bool unit_inner = xg.inner_contiguous;  // inner offsets 0, 1, 2, ...: copy whole rows
+  const int64_t run = xg.run;  // whole rows when the inner part is contiguous, else its dense runs
 #pragma omp parallel for schedule(static) if (out.numel() >= kernels::kParallelGrain && !omp_in_parallel())
   for (int64_t r = 0; r < rows; ++r) {
     const T* xrow = px + xg.outer_offset(r / n) + pi[r % n] * xg.dim_stride;
     T* orow = po + r * inner;
-    if (unit_inner)
-      std::copy(xrow, xrow + inner, orow);
-    else
-      for (int64_t i = 0; i < inner; ++i) orow[i] = xrow[xg.inner_offsets[i]];
+    for (int64_t i = 0; i < inner; i += run) {
+      const T* from = xrow + xg.inner_offset(i);
+      std::copy(from, from + run, orow + i);
+    }
   }
 }
 
