@@ -58,6 +58,11 @@ awk -F'\t' '$2 == 1 { print $5 }' "$dir/nbest.txt" | cmp -s - "$dir/val.hyp" || 
 if "$loom" translate --model "$dir/run" --input "$dir/val.de" --beam 2 --nbest 3 2> "$dir/err.txt" > /dev/null; then
   fail "--nbest above --beam accepted"; fi
 grep -q "translate: --nbest 3 asks for more hypotheses than --beam 2 keeps" "$dir/err.txt" || { cat "$dir/err.txt"; fail "unclear --nbest error"; }
+# Beam 1 at alpha 0, text only, decodes greedily (models::best_tokens): the search's
+# text (--nbest 1), max_len's forced eos included.
+"$loom" translate --model "$dir/run" --input "$dir/val.de" --beam 1 --alpha 0 --extra-len 2 > "$dir/greedy.hyp"
+"$loom" translate --model "$dir/run" --input "$dir/val.de" --beam 1 --alpha 0 --extra-len 2 --nbest 1 | cut -f5 |
+  cmp -s - "$dir/greedy.hyp" || fail "beam 1's greedy decoding differs from the search's text"
 
 # `loom average` writes a model folder translate reads; averaging a checkpoint with
 # itself (given as a run folder and as a file) gives its bits, so the same translations.

@@ -192,6 +192,16 @@ TEST_CASE("a tiny Transformer learns to copy sentences (Adam + Noam, label smoot
   MESSAGE("beam 4: " << beam_exact << "/" << batch << " sentences copied exactly");
   CHECK(beam_exact >= batch * 3 / 4);
 
+  // best_tokens: beam 1 at alpha 0 decodes greedily, the search's tokens, with eos
+  // forced as the max_len-th token (3: every sentence cut short) or not.
+  for (int64_t max_len : {int64_t{3}, len + 1}) {
+    const BeamOptions beam1{.beam = 1, .length_penalty = 0.0, .max_len = max_len};
+    auto searched = best_of(beam_search(model, src, bos, eos, beam1));
+    auto tokens = best_tokens(model, src, bos, eos, beam1);
+    REQUIRE(tokens.size() == static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) CHECK(tokens[b] == searched[b].tokens);
+  }
+
   SUBCASE("the cached decoders give the reference decoders' tokens") { check_cached_decoding(model, src, bos, eos); }
 }
 

@@ -96,9 +96,15 @@ void run_translate(const TranslateOptions& o) {
         from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(length)}, {DType::i64, device});
     // The target prefix (bos + output) must fit the positional table too.
     const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(length) + o.extra_len, model.config().max_len - 1);
-    hyps[b] = models::beam_search(
-        model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
-        {.beam = o.beam, .length_penalty = o.alpha, .max_len = max_len, .nbest = std::max<int64_t>(o.nbest, 1)});
+    const models::BeamOptions search{
+        .beam = o.beam, .length_penalty = o.alpha, .max_len = max_len, .nbest = std::max<int64_t>(o.nbest, 1)};
+    if (o.nbest > 0) {
+      hyps[b] = models::beam_search(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search);
+      return;
+    }
+    // Only the text: beam 1 at alpha 0 decodes greedily (models::best_tokens).
+    for (auto& tokens : models::best_tokens(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search))
+      hyps[b].push_back({models::Hypothesis{.tokens = std::move(tokens)}});
   };
   std::optional<KernelProfile> profile;
   if (o.profile) profile.emplace(device);

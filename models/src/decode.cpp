@@ -267,6 +267,26 @@ std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tenso
   return beam_search(scorer, src.shape()[0], model.config().tgt_vocab, bos, eos, options);
 }
 
+std::vector<std::vector<int64_t>> best_tokens(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
+                                              const BeamOptions& options) {
+  std::vector<std::vector<int64_t>> tokens;
+  if (options.beam != 1 || options.length_penalty != 0.0 || options.max_len < 1) {
+    for (auto& best : beam_search(model, src, bos, eos, options)) tokens.push_back(std::move(best[0].tokens));
+    return tokens;
+  }
+  // Beam 1 takes the top token at every step and ends a hypothesis at eos, or with
+  // eos as its max_len-th token: greedy's first max_len - 1 tokens, then eos.
+  const Tensor ids = greedy_decode(model, src, bos, eos, options.max_len - 1).to(kCPU);
+  const int64_t width = ids.shape()[1];
+  const std::vector<int64_t> flat = ids.to_vector<int64_t>();
+  for (int64_t b = 0; b < ids.shape()[0]; ++b) {
+    std::vector<int64_t>& row = tokens.emplace_back();
+    for (int64_t i = 1; i < width && (row.empty() || row.back() != eos); ++i) row.push_back(flat[b * width + i]);
+    if (row.empty() || row.back() != eos) row.push_back(eos);
+  }
+  return tokens;
+}
+
 std::vector<std::vector<Hypothesis>> beam_search_reference(Transformer& model, const Tensor& src, int64_t bos,
                                                            int64_t eos, const BeamOptions& options) {
   Inference inference(model);

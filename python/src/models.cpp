@@ -35,9 +35,8 @@ struct Translator {
       const int64_t length = static_cast<int64_t>(ids.size());
       Tensor src = from_vector(ids, {1, length});
       const int64_t max_len = std::min<int64_t>(length + extra_len, model.config().max_len - 1);
-      auto hyps = models::beam_search(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
-                                      {.beam = beam, .length_penalty = alpha, .max_len = max_len});
-      outputs[i] = std::move(hyps[0][0].tokens);
+      outputs[i] = std::move(models::best_tokens(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
+                                                 {.beam = beam, .length_penalty = alpha, .max_len = max_len})[0]);
     };
     models::decode_batches(model, sentences.size(), omp_get_max_threads(), decode);
     std::vector<std::string> out;

@@ -97,4 +97,10 @@ std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tenso
 std::vector<std::vector<Hypothesis>> beam_search_reference(Transformer& model, const Tensor& src, int64_t bos,
                                                            int64_t eos, const BeamOptions& options = {});
 
+// The best hypothesis' tokens per sentence (beam_search's first, eos included), for
+// a caller that reads no scores: beam 1 at alpha 0 is then greedy decoding, argmax
+// of the logits (no log-softmax over the vocabulary, no search), the same tokens.
+std::vector<std::vector<int64_t>> best_tokens(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
+                                              const BeamOptions& options = {});
+
 }  // namespace loom::models
