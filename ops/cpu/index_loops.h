@@ -27,11 +27,11 @@ inline void check_index_range(std::string_view op, const Tensor& index, int64_t 
 struct DimGeometry {
   int64_t outer = 1, inner = 1, dim_stride = 0;
   Shape outer_sizes, outer_strides;
-  bool inner_contiguous = true;
   int64_t run = 1;                     // inner offsets k*run .. k*run + run - 1 are consecutive
-  std::vector<int64_t> inner_offsets;  // empty when inner_contiguous
+  std::vector<int64_t> inner_offsets;  // empty when inner_contiguous()
+  bool inner_contiguous() const { return run == inner; }
   int64_t outer_offset(int64_t o) const { return strided_offset(o, outer_sizes, outer_strides); }
-  int64_t inner_offset(int64_t i) const { return inner_contiguous ? i : inner_offsets[i]; }
+  int64_t inner_offset(int64_t i) const { return inner_contiguous() ? i : inner_offsets[i]; }
 };
 
 inline DimGeometry dim_geometry(const Shape& sizes, const Shape& strides, int64_t dim) {
@@ -55,8 +55,7 @@ inline DimGeometry dim_geometry(const Shape& sizes, const Shape& strides, int64_
     if (inner_strides[d] != g.run) break;
     g.run *= inner_sizes[d];
   }
-  g.inner_contiguous = g.run == g.inner;
-  if (g.inner_contiguous) return g;  // a decoder's cache, re-gathered every step, takes this path
+  if (g.inner_contiguous()) return g;  // a decoder's cache, re-gathered every step, takes this path
   // The inner offsets in row-major order, counted like an odometer.
   g.inner_offsets.resize(g.inner);
   Shape counter(inner_sizes.size(), 0);

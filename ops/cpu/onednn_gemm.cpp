@@ -57,10 +57,13 @@ const Gemm& gemm_for(dt type, bool trans_a, bool trans_b) {
 class AsyncSignalsHeld {
  public:
   AsyncSignalsHeld() {
-    sigset_t all;
-    sigfillset(&all);
-    for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&all, fault);
-    pthread_sigmask(SIG_BLOCK, &all, &previous_);
+    static const sigset_t asynchronous = [] {
+      sigset_t all;
+      sigfillset(&all);
+      for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) sigdelset(&all, fault);
+      return all;
+    }();
+    pthread_sigmask(SIG_BLOCK, &asynchronous, &previous_);
   }
   ~AsyncSignalsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
   AsyncSignalsHeld(const AsyncSignalsHeld&) = delete;
