@@ -48,6 +48,42 @@ TEST_CASE("amax, max, argmax") {
   CHECK(argmax(tensor({1.0, 3.0, 3.0, 2.0}, f64), 0).item<int64_t>() == 1);
 }
 
+TEST_CASE("argmax over rows of a contiguous last dim (the span kernel) answers as the reference loop") {
+  // Rows of 8000 (greedy decoding's logits) and of lengths around the 64-element
+  // 32-element blocks, each with a planted case: ties, a NaN (which wins, the first one), -inf
+  // everywhere, -0.0 before +0.0, the maximum last. float32, float64 and int32.
+  Generator gen(5);
+  for (int64_t n : {1, 31, 32, 33, 65, 8000}) {
+    CAPTURE(n);
+    Tensor x = rand({7, n}, {f32}, gen, -4.0, 4.0);
+    float* p = x.data<float>();
+    auto row = [&](int64_t r) { return p + r * n; };
+    row(1)[n - 1] = 9.0f;                                        // the maximum last
+    row(2)[n / 2] = 9.0f, row(2)[n - 1] = 9.0f;                  // a tie: the first
+    row(3)[n - 1] = NAN, row(3)[n / 3] = NAN, row(3)[0] = 9.0f;  // the first NaN
+    for (int64_t i = 0; i < n; ++i) row(4)[i] = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) row(5)[i] = -1.0f;
+    row(5)[n - 1] = 0.0f, row(5)[n / 2] = -0.0f;  // -0 == +0: the first of them
+    const std::vector<Tensor> inputs = {x, to_dtype(x, f64), to_dtype(mul(x, scalar_tensor(100.0, {f32})), i32)};
+    for (const Tensor& t : inputs) {
+      CAPTURE(dtype_name(t.dtype()));
+      const std::vector<int64_t> fast = argmax(t, -1).to_vector<int64_t>();
+      std::vector<int64_t> reference;
+      {
+        KernelModeGuard plain(KernelMode::reference);
+        reference = argmax(t, -1).to_vector<int64_t>();
+      }
+      CHECK(fast == reference);
+      if (t.dtype() == f32) {
+        CHECK(fast[1] == n - 1);
+        CHECK(fast[2] == n / 2);
+        CHECK(fast[3] == (n == 1 ? 0 : n / 3));
+        CHECK(fast[4] == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("amax splits the gradient among ties; max sends it to the argmax") {
   // torch: amax([1, 3, 3, 2]).backward() -> [0, 0.5, 0.5, 0]
   Tensor t = tensor({1.0, 3.0, 3.0, 2.0}, f64);

@@ -1,6 +1,9 @@
 // CPU kernels of argmax (ops/src/argmax.cpp): the reduction engine (kernels/reduce.h)
 // tracking the best value and its position, and the plain reference reduction.
+#include <algorithm>
+#include <bit>
 #include <limits>
+#include <type_traits>
 
 #include "loom/kernel_table.h"
 #include "loom/kernels/reduce.h"
@@ -42,6 +45,41 @@ struct ArgmaxReducer {
     acc.seen += other.seen;
   }
   int64_t finish(const Acc& acc, int64_t) const { return acc.best_index; }
+
+  // A unit-stride span (greedy decoding's rows of logits) in two vector passes
+  // instead of one compare-and-branch per element: its maximum (and whether it
+  // holds a NaN), then the first position equal to it (or the first NaN). The
+  // same answer as add() element by element: the first maximum, a NaN first.
+  void add_span(Acc& acc, const T* p, int64_t n) const {
+    if constexpr (!std::is_arithmetic_v<T>) {
+      for (int64_t i = 0; i < n; ++i) add(acc, p[i]);
+    } else {
+      if (n == 0) return;
+      T top = p[0];
+      int has_nan = 0;  // an int: a bool's reduction did not vectorize (10x slower)
+#pragma omp simd reduction(max : top) reduction(| : has_nan)
+      for (int64_t i = 0; i < n; ++i) {
+        top = p[i] > top ? p[i] : top;
+        has_nan |= p[i] != p[i];
+      }
+      const int64_t at =
+          has_nan ? first_where(p, n, [](T v) { return v != v; }) : first_where(p, n, [top](T v) { return v == top; });
+      merge(acc, Acc{p[at], at, n});
+    }
+  }
+  // The first i with pred(p[i]) (the callers know one exists), 32 elements'
+  // predicates at a time as a bitmask (32-bit lanes: twice the speed of 64).
+  template <typename Pred>
+  static int64_t first_where(const T* p, int64_t n, Pred pred) {
+    for (int64_t first = 0; first < n; first += 32) {
+      const int64_t count = std::min<int64_t>(32, n - first);
+      uint32_t bits = 0;
+#pragma omp simd reduction(| : bits)
+      for (int64_t j = 0; j < count; ++j) bits |= static_cast<uint32_t>(pred(p[first + j])) << j;
+      if (bits) return first + std::countr_zero(bits);
+    }
+    return 0;
+  }
 };
 }  // namespace
 
