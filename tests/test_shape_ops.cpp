@@ -49,8 +49,8 @@ TEST_CASE("amax, max, argmax") {
 }
 
 TEST_CASE("argmax over rows of a contiguous last dim (the span kernel) answers as the reference loop") {
-  // Rows of 8000 (greedy decoding's logits) and of lengths around the 64-element
-  // 32-element blocks, each with a planted case: ties, a NaN (which wins, the first one), -inf
+  // Rows of 8000 (greedy decoding's logits) and of lengths around the 32-element
+  // blocks, each with a planted case: ties, a NaN (which wins, the first one), -inf
   // everywhere, -0.0 before +0.0, the maximum last. float32, float64 and int32.
   Generator gen(5);
   for (int64_t n : {1, 31, 32, 33, 65, 8000}) {
