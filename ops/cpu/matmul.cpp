@@ -218,8 +218,9 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch, cons
       if (la.trans == CblasNoTrans && lb.trans == CblasTrans && bm * k <= detail::kSkinnyRowFloats &&
           detail::skinny_matmul_available())
         return detail::skinny_matmul(bm, bn, k, A, la.ld, B, lb.ld, C, n);
-      // A tiny product (decoding's attention, one query per head): computed in place, no gemm call.
-      if (bm * bn * k <= detail::kTinyProduct && la.trans == CblasNoTrans)
+      // A tiny product (decoding's attention, one query per head or a sentence's
+      // beams' queries): computed in place, no gemm call.
+      if (detail::tiny_product(bm, bn, k) && la.trans == CblasNoTrans)
         return lb.trans == CblasTrans ? detail::tiny_matmul_transposed(bm, bn, k, A, la.ld, B, lb.ld, C, n)
                                       : detail::tiny_matmul(bm, bn, k, A, la.ld, B, lb.ld, C, n);
       // Where oneDNN has AVX-512 code its float32 gemm beats OpenBLAS's per block

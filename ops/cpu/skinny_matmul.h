@@ -48,6 +48,14 @@ void skinny_matmul(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx,
 // call than to compute: each is computed in place by the two tiny_matmul kernels.
 inline constexpr int64_t kTinyProduct = int64_t{1} << 13;
 
+// Beam search lets a sentence's beams attend to its source together: a product of
+// a few rows (at most kTinyRows) is tiny when one row's is, so that each row takes the
+// kernel, and so gets the bits, that it would take alone.
+inline constexpr int64_t kTinyRows = 16;
+inline bool tiny_product(int64_t m, int64_t n, int64_t k) {
+  return m * n * k <= kTinyProduct || (m <= kTinyRows && n * k <= kTinyProduct);
+}
+
 // c = x w^T as skinny_matmul, in AVX2's 8 lanes (x86-64-v3, every CPU loom runs on).
 void tiny_matmul_transposed(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw,
                             float* c, int64_t ldc);
