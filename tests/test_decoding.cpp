@@ -73,6 +73,27 @@ size_t check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos,
     CHECK(error_of([&] { state.select({2 * batch}); }) ==
           fmt::format("DecoderState::select: row {} of {} does not exist", 2 * batch, 2 * batch));
   }
+  {
+    // A sentence's rows query its source together while every sentence has as many
+    // rows (two here), one by one otherwise (a third row for sentence 0, last): the
+    // same bits for each row either way.
+    Transformer::Encoded encoded = model.encode(src);
+    const int64_t batch = src.shape()[0];
+    REQUIRE(batch >= 2);
+    PackedWeights packed(decoding_weights(model));  // as decoding runs: a row's products independent of the others
+    Transformer::DecoderState grouped = model.start_decoding(encoded), one_by_one = model.start_decoding(encoded);
+    std::vector<int64_t> pairs, tokens;
+    for (int64_t b = 0; b < batch; ++b) pairs.insert(pairs.end(), {b, b}), tokens.insert(tokens.end(), {3, 4});
+    std::vector<int64_t> uneven = pairs, uneven_tokens = tokens;
+    uneven.push_back(0), uneven_tokens.push_back(5);
+    grouped.select(pairs);
+    one_by_one.select(uneven);
+    for (int64_t step = 0; step < 3; ++step) {
+      const Tensor a = model.decode_step(grouped, ids(tokens, 1).reshape({2 * batch}));
+      const Tensor b = model.decode_step(one_by_one, ids(uneven_tokens, 1).reshape({2 * batch + 1}));
+      CHECK(a.to_vector<float>() == b.narrow(0, 0, 2 * batch).to_vector<float>());
+    }
+  }
   for (int64_t max_len : {3, 12, 40}) {  // 40: the self-attention cache grows past its first 16 positions
     CAPTURE(max_len);
     Tensor fast = greedy_decode(model, src, bos, eos, max_len),

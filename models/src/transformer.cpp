@@ -80,6 +80,12 @@ void append(Tensor& buffer, int64_t length, const Tensor& newest) {
 
 Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const Tensor& src_mask) {
   NoGradGuard no_grad;
+  // A sentence's `group` rows (its beams) query its source as one block: [N / group, group, d_model].
+  auto attend_source = [&](const Tensor& h) {
+    const int64_t rows = h.shape()[0];
+    return cross_attn.attend(h.reshape({rows / cache.group, cache.group, h.shape()[2]}), cache.source, src_mask)
+        .reshape(h.shape());
+  };
   auto attend_self = [&](const Tensor& h) {
     nn::MultiHeadAttention::KeyValue newest = self_attn.project_key_value(h, h);
     append(cache.keys, cache.length, newest.key);
@@ -90,11 +96,11 @@ Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const Tenso
   };
   if (pre_norm_) {
     Tensor y = add(x, dropout(attend_self(norm1(x))));
-    Tensor z = add(y, dropout(cross_attn.attend(norm2(y), cache.source, src_mask)));
+    Tensor z = add(y, dropout(attend_source(norm2(y))));
     return add(z, dropout(feed_forward(norm3(z))));
   }
   Tensor y = norm1(add(x, dropout(attend_self(x))));
-  Tensor z = norm2(add(y, dropout(cross_attn.attend(y, cache.source, src_mask))));
+  Tensor z = norm2(add(y, dropout(attend_source(y))));
   return norm3(add(z, dropout(feed_forward(z))));
 }
 
@@ -172,10 +178,26 @@ Transformer::DecoderState Transformer::start_decoding(const Encoded& encoded) {
     state.sources_.push_back({source.key.contiguous(), source.value.contiguous()});
     state.layers_.push_back({.source = state.sources_.back()});
   }
-  state.src_mask_ = state.row_src_mask_ = encoded.src_mask;
+  state.src_mask_ = state.source_mask_ = encoded.src_mask;
   for (int64_t b = 0; b < batch; ++b) state.sentence_.push_back(b);
+  state.source_sentence_ = state.sentence_;
   return state;
 }
+
+namespace {
+// If the rows (their sentences, in order) are runs of one sentence each, all of
+// one length (beam search's beams), that length, with each run's sentence in
+// `entries`; else 1, with each row's.
+int64_t rows_per_sentence(const std::vector<int64_t>& sentence, std::vector<int64_t>& entries) {
+  size_t run = 0;
+  while (run < sentence.size() && sentence[run] == sentence[0]) ++run;
+  bool uniform = run > 1 && sentence.size() % run == 0;
+  for (size_t i = 0; uniform && i < sentence.size(); ++i) uniform = sentence[i] == sentence[i / run * run];
+  entries.clear();
+  for (size_t i = 0; i < sentence.size(); i += uniform ? run : 1) entries.push_back(sentence[i]);
+  return uniform ? static_cast<int64_t>(run) : 1;
+}
+}  // namespace
 
 void Transformer::DecoderState::select(const std::vector<int64_t>& rows) {
   std::vector<int64_t> sentence;
@@ -189,20 +211,23 @@ void Transformer::DecoderState::select(const std::vector<int64_t>& rows) {
   if (same_rows) return;  // greedy decoding with no sentence finished: nothing moves
   const Device device = src_mask_.device();
   const Tensor row_index = from_vector(rows, {static_cast<int64_t>(rows.size())}, {DType::i64, device});
-  const bool same_sentences = sentence == sentence_;
-  const Tensor sentence_index = from_vector(sentence, {static_cast<int64_t>(sentence.size())}, {DType::i64, device});
+  std::vector<int64_t> entries;
+  const int64_t group = rows_per_sentence(sentence, entries);
+  const bool same_sources = entries == source_sentence_;
+  const Tensor entry_index = from_vector(entries, {static_cast<int64_t>(entries.size())}, {DType::i64, device});
   for (size_t l = 0; l < layers_.size(); ++l) {
     DecoderLayerCache& layer = layers_[l];
     if (layer.keys.defined()) {
       layer.keys = index_select(layer.keys, 0, row_index);
       layer.values = index_select(layer.values, 0, row_index);
     }
-    if (!same_sentences)
-      layer.source = {index_select(sources_[l].key, 0, sentence_index),
-                      index_select(sources_[l].value, 0, sentence_index)};
+    if (!same_sources)
+      layer.source = {index_select(sources_[l].key, 0, entry_index), index_select(sources_[l].value, 0, entry_index)};
+    layer.group = group;
   }
-  if (!same_sentences) row_src_mask_ = index_select(src_mask_, 0, sentence_index);
+  if (!same_sources) source_mask_ = index_select(src_mask_, 0, entry_index);
   sentence_ = std::move(sentence);
+  source_sentence_ = std::move(entries);
 }
 
 Tensor Transformer::decode_step(DecoderState& state, const Tensor& tokens) {
@@ -212,7 +237,7 @@ Tensor Transformer::decode_step(DecoderState& state, const Tensor& tokens) {
   NoGradGuard no_grad;
   const int64_t rows = state.rows();
   Tensor x = embed(tgt_embed, tokens.reshape({rows, 1}), state.fed_);
-  for (size_t l = 0; l < decoder.size(); ++l) x = decoder[l]->step(x, state.layers_[l], state.row_src_mask_);
+  for (size_t l = 0; l < decoder.size(); ++l) x = decoder[l]->step(x, state.layers_[l], state.source_mask_);
   if (decoder_norm) x = (*decoder_norm)(x);
   ++state.fed_;
   return generator(x).reshape({rows, config_.tgt_vocab});

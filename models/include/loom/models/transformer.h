@@ -77,7 +77,11 @@ struct DecoderLayerCache {
   // (capacity doubles when full), so a step costs O(1) copies, not O(length).
   Tensor keys, values;
   int64_t length = 0;
-  nn::MultiHeadAttention::KeyValue source;  // [N, heads, S, d_head]: the encoder output's, projected once
+  // The encoder output's keys and values, projected once: [N / group, heads, S, d_head],
+  // one entry per `group` consecutive rows (a sentence's beams, which attend to it
+  // together: one copy per sentence, read once per step, not once per beam).
+  nn::MultiHeadAttention::KeyValue source;
+  int64_t group = 1;
 };
 
 class DecoderLayer : public nn::Module {
@@ -120,8 +124,9 @@ class Transformer : public nn::Module {
   class DecoderState {
    public:
     // Keep some rows: new row i continues old row rows[i] (beam search reorders
-    // rows and drops finished ones). Sources are re-gathered only when the rows'
-    // sentences change.
+    // rows and drops finished ones). Sources are re-gathered only when their
+    // sentences change: one per sentence while every sentence's rows are a run of
+    // the same length (beam search's beams), else one per row.
     void select(const std::vector<int64_t>& rows);
     int64_t rows() const { return static_cast<int64_t>(sentence_.size()); }
     int64_t fed() const { return fed_; }  // tokens fed so far, per row
@@ -130,8 +135,9 @@ class Transformer : public nn::Module {
     friend class Transformer;
     std::vector<DecoderLayerCache> layers_;
     std::vector<nn::MultiHeadAttention::KeyValue> sources_;  // per layer, one row per sentence: projected once
-    Tensor src_mask_, row_src_mask_;                         // [B, 1, 1, S], and [N, 1, 1, S] for the rows
-    std::vector<int64_t> sentence_;                          // the sentence of each row
+    Tensor src_mask_, source_mask_;         // [B, 1, 1, S], and [N / group, 1, 1, S] for the layers' sources
+    std::vector<int64_t> sentence_;         // the sentence of each row
+    std::vector<int64_t> source_sentence_;  // the sentence of each entry of the layers' sources
     int64_t fed_ = 0;
   };
   DecoderState start_decoding(const Encoded& encoded);  // one row per sentence, nothing fed yet
