@@ -28,7 +28,7 @@ ModelFolder load_model_folder(const std::string& dir, const std::string& command
     folder.model =
         std::make_unique<models::Transformer>(models::TransformerConfig::from_json(file.metadata.at("config")));
   }
-  nn::load(*folder.model, checkpoint);
+  nn::load(*folder.model, file, checkpoint);
   folder.model->eval();
   return folder;
 }

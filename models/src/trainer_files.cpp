@@ -217,7 +217,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::vector<Enc
   }
   nn::TensorFile file = nn::load_safetensors(path);
   std::map<std::string, Tensor> by_name(file.tensors.begin(), file.tensors.end());
-  nn::load(*t->model_, path, /*allow_unexpected=*/true);  // checks every name, shape and dtype
+  nn::load(*t->model_, file, path, /*allow_unexpected=*/true);  // checks every name, shape and dtype
   try {
     const json p = json::parse(file.metadata.at("progress"));
     const auto pairs = p.at("train_pairs").get<size_t>();

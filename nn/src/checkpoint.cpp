@@ -186,7 +186,10 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 }
 
 Metadata load(Module& module, const std::string& path, bool allow_unexpected) {
-  TensorFile file = load_safetensors(path);
+  return load(module, load_safetensors(path), path, allow_unexpected);
+}
+
+Metadata load(Module& module, const TensorFile& file, const std::string& path, bool allow_unexpected) {
   std::map<std::string, Tensor> by_name(file.tensors.begin(), file.tensors.end());
   auto params = module.named_parameters();
   // Check everything before writing anything: an error leaves the module as it was.

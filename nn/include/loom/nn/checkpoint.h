@@ -35,6 +35,9 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 // or (when `allow_unexpected` is false) a file tensor the module lacks is an
 // error naming it, and the module is left untouched. Returns the file's metadata.
 Metadata load(Module& module, const std::string& path, bool allow_unexpected = false);
+// The same from a file already read (`path` names it in the errors): a caller that
+// needed its metadata first (the configuration) need not read it twice.
+Metadata load(Module& module, const TensorFile& file, const std::string& path, bool allow_unexpected = false);
 
 // Checkpoint averaging as the paper does it (the last 5 checkpoints of a base
 // model, the last 20 of a big one): every floating tensor is the element-wise
