@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <set>
+#include <string>
 
 #include "loom/backend.h"
 #include "loom/cuda/launch.h"
@@ -31,6 +33,28 @@ bool skip_without_gpu(const char* what, size_t rows) {
   return true;
 }
 }  // namespace
+
+// First in this file (doctest runs a file's cases in order): nothing before it asked for a GPU.
+TEST_CASE("the CUDA layer is opened on first need: not mapped until a GPU is asked for, registered then") {
+  auto mapped = [](const char* library) {
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line))
+      if (line.find(library) != std::string::npos) return true;
+    return false;
+  };
+  if (!mapped("libloom_core")) return;  // a static build links the layer whole
+  CHECK_FALSE(mapped("libloom_cuda"));
+  CHECK_FALSE(mapped("libcublas"));
+#ifdef LOOM_HAS_CUDA
+  CHECK(has_backend(DeviceType::cuda));
+  CHECK(mapped("libloom_cuda"));
+#else
+  std::string why = "unset";
+  CHECK_FALSE(load_cuda_layer(&why));
+  CHECK(why.empty());  // nothing to load in a build without CUDA
+#endif
+}
 
 TEST_CASE("blocks_for covers every element and caps the grid") {
   CHECK(cuda::blocks_for(0) == 1);
@@ -185,6 +209,7 @@ TEST_CASE("on a GPU: the caching allocator reuses blocks and empty_cache gives t
 
 #ifdef LOOM_HAS_CUDA
 TEST_CASE("the cuda kernel table covers every CPU kernel but the named gaps") {
+  REQUIRE(has_backend(DeviceType::cuda));  // opens the CUDA layer, whose kernels register as it loads
   // (op, dtype) pairs the CPU has and cuda does not; a new CPU kernel without a
   // cuda twin fails here until it gets one or joins this list.
   const std::set<std::string> gaps = {};

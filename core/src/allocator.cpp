@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "loom/backend.h"
+#include "cuda_layer.h"
 #include "loom/error.h"
 
 namespace loom {
@@ -123,13 +124,24 @@ BackendTable& table() {
 
 Backend& backend(DeviceType type) {
   Backend* b = table().backends[static_cast<int>(type)];
+  if (!b && type == DeviceType::cuda && load_cuda_layer()) b = table().backends[static_cast<int>(type)];
   if (!b)
     fail("device: no backend for {} in this build (was loom built with CUDA, and is a GPU present?)",
          device_type_name(type));
   return *b;
 }
 
-bool has_backend(DeviceType type) { return table().backends[static_cast<int>(type)] != nullptr; }
+bool has_backend(DeviceType type) {
+  if (table().backends[static_cast<int>(type)]) return true;
+  return type == DeviceType::cuda && load_cuda_layer();
+}
+
+bool load_cuda_layer(std::string* why) {
+  const std::string& failure = detail::open_cuda_layer();
+  const bool loaded = table().backends[static_cast<int>(DeviceType::cuda)] != nullptr;
+  if (why && !loaded) *why = failure;
+  return loaded;
+}
 
 void register_backend(DeviceType type, Backend* b) { table().backends[static_cast<int>(type)] = b; }
 

@@ -19,8 +19,10 @@ Device parse_device(const std::string& name) {
     LOOM_CHECK(well_formed, "device '{}': expected cpu, cuda, cuda:N or standin", name);
     index = std::stoi(name.substr(5));
   }
-  LOOM_CHECK(has_backend(DeviceType::cuda),
-             "device '{}': this build has no CUDA backend (nvcc was not found when it was configured)", name);
+  std::string why;
+  LOOM_CHECK(load_cuda_layer(&why), "device '{}': {}", name,
+             why.empty() ? "this build has no CUDA backend (nvcc was not found when it was configured)"
+                         : "the CUDA layer could not be loaded: " + why);
   const int count = backend(DeviceType::cuda).device_count();
   LOOM_CHECK(count > 0, "device '{}': no CUDA GPU is available on this machine (no device, or no driver)", name);
   LOOM_CHECK(index < count, "device '{}': this machine has {} CUDA GPU(s), cuda:0 to cuda:{}", name, count, count - 1);

@@ -211,6 +211,11 @@ void register_communicator_backend(std::string_view name, CommunicatorFactory ma
 }
 
 bool has_communicator_backend(std::string_view name) {
+  {
+    std::lock_guard lock(backends().mutex);
+    if (backends().makers.contains(name)) return true;
+  }
+  load_cuda_layer();  // its nccl communicator registers itself as the layer loads
   std::lock_guard lock(backends().mutex);
   return backends().makers.contains(name);
 }
@@ -219,6 +224,7 @@ std::unique_ptr<Communicator> make_communicator(std::string_view backend) {
   if (backend == "self") return detail::make_self_communicator();
   if (backend == "mpi") return detail::make_mpi_communicator();
   if (backend != "auto") {
+    has_communicator_backend(backend);  // loads the CUDA layer if the name is not known yet
     CommunicatorFactory make = nullptr;
     std::string known = "auto, self, mpi";
     {

@@ -12,6 +12,7 @@
 // op takes one offset (Generator::next_offset) whatever the device, and element i
 // draws Philox block (seed, offset, i): the same bits on every device.
 #include <cstddef>
+#include <string>
 
 #include "loom/allocator.h"
 #include "loom/device.h"
@@ -38,6 +39,13 @@ class Backend {
 
 Backend& backend(DeviceType type);  // throws loom::Error if none is registered
 bool has_backend(DeviceType type);
+// Where the CUDA layer is a shared library (this tree's build), it is loaded on
+// first need, by backend(cuda), has_backend(cuda) or a communicator it provides
+// (nccl): a run that never asks for a GPU never maps CUDA's libraries, about 80 ms
+// of every process's start and exit. True when the cuda backend is registered; else
+// `why`, if given, says what was tried and why it failed ("" where this build has no
+// CUDA layer to load).
+bool load_cuda_layer(std::string* why = nullptr);
 void register_backend(DeviceType type, Backend* backend);  // not owned
 Allocator& allocator(Device device);
 
