@@ -210,30 +210,35 @@ void register_communicator_backend(std::string_view name, CommunicatorFactory ma
   backends().makers[std::string(name)] = make;
 }
 
-bool has_communicator_backend(std::string_view name) {
-  {
+namespace {
+// The factory registered under `name`, or nullptr. A name not known yet may come with
+// the CUDA layer (its nccl communicator registers itself as the layer loads).
+CommunicatorFactory find_communicator_backend(std::string_view name) {
+  auto lookup = [&]() -> CommunicatorFactory {
     std::lock_guard lock(backends().mutex);
-    if (backends().makers.contains(name)) return true;
-  }
-  load_cuda_layer();  // its nccl communicator registers itself as the layer loads
-  std::lock_guard lock(backends().mutex);
-  return backends().makers.contains(name);
+    auto it = backends().makers.find(name);
+    return it == backends().makers.end() ? nullptr : it->second;
+  };
+  if (CommunicatorFactory make = lookup()) return make;
+  load_cuda_layer();
+  return lookup();
 }
+}  // namespace
+
+bool has_communicator_backend(std::string_view name) { return find_communicator_backend(name) != nullptr; }
 
 std::unique_ptr<Communicator> make_communicator(std::string_view backend) {
   if (backend == "self") return detail::make_self_communicator();
   if (backend == "mpi") return detail::make_mpi_communicator();
   if (backend != "auto") {
-    has_communicator_backend(backend);  // loads the CUDA layer if the name is not known yet
-    CommunicatorFactory make = nullptr;
-    std::string known = "auto, self, mpi";
-    {
+    CommunicatorFactory make = find_communicator_backend(backend);
+    if (make == nullptr) {
+      std::string known = "auto, self, mpi";
       std::lock_guard lock(backends().mutex);
-      if (auto it = backends().makers.find(backend); it != backends().makers.end()) make = it->second;
       for (const auto& [name, factory] : backends().makers) known += ", " + name;
+      fail("make_communicator: unknown backend '{}' (this loom has: {}{})", backend, known,
+           backend == "nccl" ? "; nccl comes with the CUDA layer built where CMake finds NCCL" : "");
     }
-    LOOM_CHECK(make != nullptr, "make_communicator: unknown backend '{}' (this loom has: {}{})", backend, known,
-               backend == "nccl" ? "; nccl comes with the CUDA layer built where CMake finds NCCL" : "");
     return make();
   }
   const std::string_view launcher = mpi_launcher_variable();

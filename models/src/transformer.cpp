@@ -80,10 +80,11 @@ void append(Tensor& buffer, int64_t length, const Tensor& newest) {
 
 Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const Tensor& src_mask) {
   NoGradGuard no_grad;
-  // A sentence's `group` rows (its beams) query its source as one block: [N / group, group, d_model].
+  // The rows of one source entry (a sentence's beams) query it as one block:
+  // [entries, rows / entries, d_model].
   auto attend_source = [&](const Tensor& h) {
-    const int64_t rows = h.shape()[0];
-    return cross_attn.attend(h.reshape({rows / cache.group, cache.group, h.shape()[2]}), cache.source, src_mask)
+    const int64_t rows = h.shape()[0], entries = cache.source.key.shape()[0];
+    return cross_attn.attend(h.reshape({entries, rows / entries, h.shape()[2]}), cache.source, src_mask)
         .reshape(h.shape());
   };
   auto attend_self = [&](const Tensor& h) {
@@ -185,17 +186,17 @@ Transformer::DecoderState Transformer::start_decoding(const Encoded& encoded) {
 }
 
 namespace {
-// If the rows (their sentences, in order) are runs of one sentence each, all of
-// one length (beam search's beams), that length, with each run's sentence in
-// `entries`; else 1, with each row's.
-int64_t rows_per_sentence(const std::vector<int64_t>& sentence, std::vector<int64_t>& entries) {
+// The sentence of each entry of the layers' sources: one per run if the rows (their
+// sentences, in order) are runs of one sentence each, all of one length (beam
+// search's beams), else one per row.
+std::vector<int64_t> sentence_entries(const std::vector<int64_t>& sentence) {
   size_t run = 0;
   while (run < sentence.size() && sentence[run] == sentence[0]) ++run;
   bool uniform = run > 1 && sentence.size() % run == 0;
   for (size_t i = 0; uniform && i < sentence.size(); ++i) uniform = sentence[i] == sentence[i / run * run];
-  entries.clear();
+  std::vector<int64_t> entries;
   for (size_t i = 0; i < sentence.size(); i += uniform ? run : 1) entries.push_back(sentence[i]);
-  return uniform ? static_cast<int64_t>(run) : 1;
+  return entries;
 }
 }  // namespace
 
@@ -211,8 +212,7 @@ void Transformer::DecoderState::select(const std::vector<int64_t>& rows) {
   if (same_rows) return;  // greedy decoding with no sentence finished: nothing moves
   const Device device = src_mask_.device();
   const Tensor row_index = from_vector(rows, {static_cast<int64_t>(rows.size())}, {DType::i64, device});
-  std::vector<int64_t> entries;
-  const int64_t group = rows_per_sentence(sentence, entries);
+  std::vector<int64_t> entries = sentence_entries(sentence);
   const bool same_sources = entries == source_sentence_;
   const Tensor entry_index = from_vector(entries, {static_cast<int64_t>(entries.size())}, {DType::i64, device});
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -223,7 +223,6 @@ void Transformer::DecoderState::select(const std::vector<int64_t>& rows) {
     }
     if (!same_sources)
       layer.source = {index_select(sources_[l].key, 0, entry_index), index_select(sources_[l].value, 0, entry_index)};
-    layer.group = group;
   }
   if (!same_sources) source_mask_ = index_select(src_mask_, 0, entry_index);
   sentence_ = std::move(sentence);

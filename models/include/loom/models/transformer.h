@@ -77,11 +77,10 @@ struct DecoderLayerCache {
   // (capacity doubles when full), so a step costs O(1) copies, not O(length).
   Tensor keys, values;
   int64_t length = 0;
-  // The encoder output's keys and values, projected once: [N / group, heads, S, d_head],
-  // one entry per `group` consecutive rows (a sentence's beams, which attend to it
+  // The encoder output's keys and values, projected once: [E, heads, S, d_head], one
+  // entry per N / E consecutive rows (a sentence's beams, which attend to it
   // together: one copy per sentence, read once per step, not once per beam).
   nn::MultiHeadAttention::KeyValue source;
-  int64_t group = 1;
 };
 
 class DecoderLayer : public nn::Module {
@@ -135,7 +134,7 @@ class Transformer : public nn::Module {
     friend class Transformer;
     std::vector<DecoderLayerCache> layers_;
     std::vector<nn::MultiHeadAttention::KeyValue> sources_;  // per layer, one row per sentence: projected once
-    Tensor src_mask_, source_mask_;         // [B, 1, 1, S], and [N / group, 1, 1, S] for the layers' sources
+    Tensor src_mask_, source_mask_;         // [B, 1, 1, S], and [E, 1, 1, S] for the layers' sources
     std::vector<int64_t> sentence_;         // the sentence of each row
     std::vector<int64_t> source_sentence_;  // the sentence of each entry of the layers' sources
     int64_t fed_ = 0;
