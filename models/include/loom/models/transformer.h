@@ -134,9 +134,9 @@ class Transformer : public nn::Module {
     friend class Transformer;
     std::vector<DecoderLayerCache> layers_;
     std::vector<nn::MultiHeadAttention::KeyValue> sources_;  // per layer, one row per sentence: projected once
-    Tensor src_mask_, source_mask_;         // [B, 1, 1, S], and [E, 1, 1, S] for the layers' sources
-    std::vector<int64_t> sentence_;         // the sentence of each row
-    std::vector<int64_t> source_sentence_;  // the sentence of each entry of the layers' sources
+    Tensor src_mask_, source_mask_;                          // [B, 1, 1, S], and [E, 1, 1, S] for the layers' sources
+    std::vector<int64_t> sentence_;                          // the sentence of each row
+    std::vector<int64_t> source_sentence_;                   // the sentence of each entry of the layers' sources
     int64_t fed_ = 0;
   };
   DecoderState start_decoding(const Encoded& encoded);  // one row per sentence, nothing fed yet
