@@ -127,10 +127,26 @@ TEST_CASE("a CUDA build registers the cuda backend and kernels for the training 
     CHECK(ops.count(op) == 1);
   }
   // The ops of a Transformer training step, float32 and float64.
-  for (const char* op :
-       {"add", "copy", "sum", "matmul", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward",
-        "layer_norm", "layer_norm_backward", "dropout", "dropout_backward", "label_smoothed_cross_entropy",
-        "label_smoothed_cross_entropy_backward", "embedding", "embedding_backward", "adam_step_", "any_non_finite"}) {
+  for (const char* op : {"add",
+                         "copy",
+                         "sum",
+                         "matmul",
+                         "softmax",
+                         "softmax_backward",
+                         "log_softmax",
+                         "log_softmax_backward",
+                         "layer_norm",
+                         "layer_norm_backward",
+                         "dropout",
+                         "dropout_backward",
+                         "relu_dropout",
+                         "relu_dropout_backward",
+                         "label_smoothed_cross_entropy",
+                         "label_smoothed_cross_entropy_backward",
+                         "embedding",
+                         "embedding_backward",
+                         "adam_step_",
+                         "any_non_finite"}) {
     for (DType t : {f32, f64}) {
       INFO(op, " ", dtype_name(t));
       CHECK(supports(op, Device::cuda(0), t));

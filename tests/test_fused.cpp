@@ -199,6 +199,40 @@ TEST_CASE("dropout: same mask for any thread count, keep fraction 1 - p, identit
   CHECK_THROWS_AS(dropout(x, 1.5, true, g1), Error);
 }
 
+TEST_CASE("relu_dropout: dropout(relu(x))'s bits forward and backward, any thread count, fast and reference") {
+  int saved = omp_get_max_threads();
+  // Lengths that end inside a Philox chunk (128) and a mask word (32), above and below the parallel grain.
+  for (int64_t length : {int64_t{100003}, int64_t{160}, int64_t{37}}) {
+    Generator data(7);
+    Tensor x = randn({length}, {f32}, data), g = randn({length}, {f32}, data);
+    for (KernelMode mode : {KernelMode::fast, KernelMode::reference}) {
+      KernelModeGuard guard(mode);
+      // The composition, and its backward: dropout_backward, then relu_backward.
+      Tensor xc = x.detach();
+      xc.requires_grad_();
+      Generator composed_gen(5);
+      Tensor composed = dropout(relu(xc), 0.3, true, composed_gen);
+      composed.backward(g);
+      for (int threads : {1, 2}) {
+        INFO("length ", length, ", ", mode == KernelMode::fast ? "fast" : "reference", ", threads ", threads);
+        omp_set_num_threads(threads);
+        Tensor xf = x.detach();
+        xf.requires_grad_();
+        Generator fused_gen(5);
+        Tensor fused = relu_dropout(xf, 0.3, true, fused_gen);
+        CHECK(fused.to_vector<float>() == composed.to_vector<float>());
+        fused.backward(g);
+        CHECK(xf.grad().to_vector<float>() == xc.grad().to_vector<float>());
+      }
+      omp_set_num_threads(saved);
+    }
+  }
+  Tensor x = randn({3, 5}, {f32});
+  Generator gen(1);
+  CHECK(relu_dropout(x, 0.3, false, gen).to_vector<float>() == relu(x).to_vector<float>());  // off: relu(x)
+  CHECK_THROWS_AS(relu_dropout(x, -0.1, true, gen), Error);
+}
+
 // The backward reads the forward's saved bitmask: its gradient must drop exactly
 // the elements the forward dropped, on both kernels, for thread counts 1 and 2,
 // and for a length that ends in a partial mask word.

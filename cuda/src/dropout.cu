@@ -1,7 +1,9 @@
 // Dropout on the GPU: the CPU's Philox stream and keep test, the keep bits as a bitmask.
+// Relu: relu_dropout's kernels (max(x, 0) in place of x; the backward zero where x <= 0).
 #include <cmath>
 #include <cstdint>
 
+#include "loom/kernels/functors.h"
 #include "loom/philox.h"
 #include "kernel_errors.h"
 #include "loom/cuda/launch.h"
@@ -15,7 +17,7 @@ constexpr int kWarp = 32;
 
 // One warp per 32 elements (one mask word): each lane draws its element's word,
 // the warp's keep bits gathered with a ballot (a word written by one lane).
-template <typename T>
+template <typename T, bool Relu>
 __global__ void dropout_kernel(T* out, uint32_t* mask, const T* x, int64_t n, uint32_t threshold, T scale,
                                uint64_t seed, uint64_t offset) {
   const int lane = threadIdx.x % kWarp;
@@ -26,7 +28,7 @@ __global__ void dropout_kernel(T* out, uint32_t* mask, const T* x, int64_t n, ui
     if (i < n) {
       const Philox4x32 bits = philox_block(seed, offset, philox_block_of(i));
       keep = (bits.v[i % 4] >> 8) >= threshold;
-      const T scaled = x[i] * scale;
+      const T scaled = (Relu ? fn::Relu{}(x[i]) : x[i]) * scale;
       out[i] = keep ? scaled : T(0);
     }
     const uint32_t word_bits = __ballot_sync(0xffffffffu, keep);
@@ -34,11 +36,12 @@ __global__ void dropout_kernel(T* out, uint32_t* mask, const T* x, int64_t n, ui
   }
 }
 
-template <typename T>
-__global__ void dropout_backward_kernel(T* out, const T* grad, const uint32_t* mask, int64_t n, T scale) {
+template <typename T, bool Relu>
+__global__ void dropout_backward_kernel(T* out, const T* grad, const T* x, const uint32_t* mask, int64_t n, T scale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const T scaled = grad[i] * scale;
-    out[i] = (mask[i / kWarp] >> (i % kWarp)) & 1u ? scaled : T(0);
+    const T kept = (mask[i / kWarp] >> (i % kWarp)) & 1u ? scaled : T(0);
+    out[i] = Relu ? fn::ReluBackward{}(x[i], kept) : kept;
   }
 }
 
@@ -46,29 +49,33 @@ __global__ void dropout_backward_kernel(T* out, const T* grad, const uint32_t* m
 
 template <typename T>
 void launch_dropout(void* out, uint32_t* mask, const void* x, int64_t n, double p, uint64_t seed, uint64_t offset,
-                    cudaStream_t stream) {
+                    bool relu, cudaStream_t stream) {
   if (n == 0) return;
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
   const int64_t words = (n + kWarp - 1) / kWarp;
-  dropout_kernel<T><<<blocks_for(words * kWarp), kThreads, 0, stream>>>(
-      static_cast<T*>(out), mask, static_cast<const T*>(x), n, threshold, scale, seed, offset);
+  const auto kernel = relu ? dropout_kernel<T, true> : dropout_kernel<T, false>;
+  kernel<<<blocks_for(words * kWarp), kThreads, 0, stream>>>(static_cast<T*>(out), mask, static_cast<const T*>(x), n,
+                                                             threshold, scale, seed, offset);
   check_kernel_launch("dropout_kernel");
 }
 
 template <typename T>
-void launch_dropout_backward(void* out, const void* grad, const uint32_t* mask, int64_t n, double p,
-                             cudaStream_t stream) {
+void launch_dropout_backward(void* out, const void* grad, const void* relu_input, const uint32_t* mask, int64_t n,
+                             double p, cudaStream_t stream) {
   if (n == 0) return;
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-  dropout_backward_kernel<T>
-      <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(grad), mask, n, scale);
+  const auto kernel = relu_input ? dropout_backward_kernel<T, true> : dropout_backward_kernel<T, false>;
+  kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(grad),
+                                                 static_cast<const T*>(relu_input), mask, n, scale);
   check_kernel_launch("dropout_backward_kernel");
 }
 
-#define LOOM_CUDA_DROPOUT(T)                                                                                         \
-  template void launch_dropout<T>(void*, uint32_t*, const void*, int64_t, double, uint64_t, uint64_t, cudaStream_t); \
-  template void launch_dropout_backward<T>(void*, const void*, const uint32_t*, int64_t, double, cudaStream_t);
+#define LOOM_CUDA_DROPOUT(T)                                                                                  \
+  template void launch_dropout<T>(void*, uint32_t*, const void*, int64_t, double, uint64_t, uint64_t, bool,   \
+                                  cudaStream_t);                                                              \
+  template void launch_dropout_backward<T>(void*, const void*, const void*, const uint32_t*, int64_t, double, \
+                                           cudaStream_t);
 LOOM_CUDA_DROPOUT(float)
 LOOM_CUDA_DROPOUT(double)
 #undef LOOM_CUDA_DROPOUT

@@ -9,12 +9,15 @@ namespace loom::cuda {
 
 // out = keep ? x / (1 - p) : 0, keep_i = (word i % 4 of Philox block i / 4 at
 // (seed, offset)) >> 8 >= ceil(p 2^24), the CPU's stream and test; mask gets
-// the keep bits, bit i % 32 of word i / 32. x and out dense.
+// the keep bits, bit i % 32 of word i / 32. x and out dense. relu: max(x, 0) in
+// place of x (relu_dropout).
 template <typename T>
 void launch_dropout(void* out, uint32_t* mask, const void* x, int64_t n, double p, uint64_t seed, uint64_t offset,
-                    cudaStream_t stream);
+                    bool relu, cudaStream_t stream);
+// out = keep ? grad / (1 - p) : 0, and 0 where relu_input <= 0 when it is given
+// (relu_dropout's backward; null for dropout's).
 template <typename T>
-void launch_dropout_backward(void* out, const void* grad, const uint32_t* mask, int64_t n, double p,
-                             cudaStream_t stream);
+void launch_dropout_backward(void* out, const void* grad, const void* relu_input, const uint32_t* mask, int64_t n,
+                             double p, cudaStream_t stream);
 
 }  // namespace loom::cuda

@@ -9,4 +9,6 @@ Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(&gen) {
 
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_training(), *gen_); }
 
+Tensor Dropout::after_relu(const Tensor& x) const { return relu_dropout(x, p_, is_training(), *gen_); }
+
 }  // namespace loom::nn

@@ -11,6 +11,6 @@ PositionwiseFeedForward::PositionwiseFeedForward(int64_t d_model, int64_t d_ff, 
   register_module("dropout", dropout);
 }
 
-Tensor PositionwiseFeedForward::forward(const Tensor& x) const { return w_2(dropout(relu(w_1(x)))); }
+Tensor PositionwiseFeedForward::forward(const Tensor& x) const { return w_2(dropout.after_relu(w_1(x))); }
 
 }  // namespace loom::nn

@@ -1,12 +1,15 @@
-// CPU kernels of dropout and dropout_backward (ops/src/dropout.cpp): the fast
-// kernel and the plain reference kernel beside it. Element i draws word i % 4 of
-// Philox block i / 4 at (seed, offset); its keep bit is bit i % 32 of mask word i / 32.
+// CPU kernels of dropout and dropout_backward (ops/src/dropout.cpp), and of
+// relu_dropout and its backward (ops/src/relu_dropout.cpp: the same with max(x, 0)
+// in place of x): the fast kernel and the plain reference kernel beside it. Element
+// i draws word i % 4 of Philox block i / 4 at (seed, offset); its keep bit is bit
+// i % 32 of mask word i / 32.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "loom/kernel_table.h"
+#include "loom/kernels/functors.h"
 #include "loom/kernels/loops.h"
 #include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
@@ -27,15 +30,23 @@ uint32_t keep_threshold(double p) { return static_cast<uint32_t>(std::ceil(p * 1
 constexpr int64_t kChunk = 4 * kPhiloxChunkBlocks;
 static_assert(kChunk == 4 * kDropoutMaskBits);
 
+// What dropout keeps and scales: x itself, or relu(x) (relu_dropout).
+struct Identity {
+  template <typename T>
+  T operator()(T x) const {
+    return x;
+  }
+};
+
 // Keep-and-scale for up to one mask word's elements, a vector loop that also
 // gathers their keep bits; returns the word.
-template <typename T>
+template <typename T, typename Input>
 uint32_t keep_and_scale(T* out, const T* x, const uint32_t* words, uint32_t threshold, T scale, int64_t count) {
   uint32_t bits = 0;
 #pragma omp simd reduction(| : bits)
   for (int64_t i = 0; i < count; ++i) {
     const bool keep = (words[i] >> 8) >= threshold;
-    const T scaled = x[i] * scale;  // read unconditionally: no masked load
+    const T scaled = Input{}(x[i]) * scale;  // read unconditionally: no masked load
     out[i] = keep ? scaled : T(0);
     bits |= static_cast<uint32_t>(keep) << i;
   }
@@ -44,7 +55,7 @@ uint32_t keep_and_scale(T* out, const T* x, const uint32_t* words, uint32_t thre
 
 // Fast: 128 elements at a time from one chunk of Philox words, kept and scaled a
 // mask word at a time; chunks split over threads.
-template <typename T>
+template <typename T, typename Input>
 void dropout_fast(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset) {
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const uint32_t threshold = keep_threshold(p);
@@ -55,20 +66,21 @@ void dropout_fast(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint6
     alignas(64) uint32_t words[kChunk];
     philox_batch32(seed, offset, static_cast<uint64_t>(c) * kPhiloxChunkBlocks, words);
     for (int64_t first = c * kChunk; first < std::min(n, (c + 1) * kChunk); first += kDropoutMaskBits)
-      mask[first / kDropoutMaskBits] = keep_and_scale(out + first, x + first, words + (first - c * kChunk), threshold,
-                                                      scale, std::min(kDropoutMaskBits, n - first));
+      mask[first / kDropoutMaskBits] =
+          keep_and_scale<T, Input>(out + first, x + first, words + (first - c * kChunk), threshold, scale,
+                                   std::min(kDropoutMaskBits, n - first));
   }
 }
 
 // Reference: each element draws its own uniform, compares it with p and sets its bit.
-template <typename T>
+template <typename T, typename Input>
 void dropout_reference(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset) {
   for (int64_t w = 0; w < dropout_mask_words(n); ++w) mask[w] = 0;
   for (int64_t i = 0; i < n; ++i) {
     Philox4x32 bits = philox_block(seed, offset, static_cast<uint64_t>(i / 4));
     float u = uniform_from_bits(bits.v[i % 4]);
     bool keep = u >= p;
-    out[i] = keep ? static_cast<T>(x[i] / (1.0 - p)) : T(0);
+    out[i] = keep ? static_cast<T>(Input{}(x[i]) / (1.0 - p)) : T(0);
     if (keep) mask[i / kDropoutMaskBits] |= uint32_t(1) << (i % kDropoutMaskBits);
   }
 }
@@ -77,36 +89,45 @@ void dropout_reference(T* out, uint32_t* mask, const T* x, int64_t n, double p, 
 // vector loop (no Philox, no branches): reads g and N/8 mask bytes, writes out.
 // Full words run a loop of constant length 32 with 32-bit lane shifts (a few
 // vector instructions per 8 elements); only the last, partial word runs a
-// loop of variable length.
-template <typename T>
-void expand_word(T* out, const T* g, uint32_t bits, T scale, int count) {
+// loop of variable length. relu_dropout's backward (Relu) also zeroes where
+// x <= 0: relu_backward after dropout_backward, in one select.
+template <typename T, bool Relu>
+void expand_word(T* out, const T* g, const T* x, uint32_t bits, T scale, int count) {
 #pragma omp simd
   for (int lane = 0; lane < count; ++lane) {
     // g read unconditionally: in `keep ? g * scale : 0` the compiler may load g
     // only where kept, a masked load (vmaskmovps) that is slow on AMD.
     const T scaled = g[lane] * scale;
-    out[lane] = (bits >> lane) & 1u ? scaled : T(0);
+    const T kept = (bits >> lane) & 1u ? scaled : T(0);
+    if constexpr (Relu)
+      out[lane] = fn::ReluBackward{}(x[lane], kept);
+    else
+      out[lane] = kept;
   }
 }
 
-template <typename T>
-void masked_scale_fast(T* out, const uint32_t* mask, const T* g, int64_t n, double p) {
+// x: relu_dropout's input (Relu), else unused (null).
+template <typename T, bool Relu>
+void masked_scale_fast(T* out, const uint32_t* mask, const T* g, const T* x, int64_t n, double p) {
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const int64_t full = n / kDropoutMaskBits;
   const bool parallel = n >= kernels::kParallelGrain && !omp_in_parallel();
+  auto at = [x](int64_t first) { return Relu ? x + first : nullptr; };
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t c = 0; c < full; ++c)
-    expand_word(out + c * kDropoutMaskBits, g + c * kDropoutMaskBits, mask[c], scale, kDropoutMaskBits);
+    expand_word<T, Relu>(out + c * kDropoutMaskBits, g + c * kDropoutMaskBits, at(c * kDropoutMaskBits), mask[c], scale,
+                         kDropoutMaskBits);
   if (full * kDropoutMaskBits < n)
-    expand_word(out + full * kDropoutMaskBits, g + full * kDropoutMaskBits, mask[full], scale,
-                static_cast<int>(n - full * kDropoutMaskBits));
+    expand_word<T, Relu>(out + full * kDropoutMaskBits, g + full * kDropoutMaskBits, at(full * kDropoutMaskBits),
+                         mask[full], scale, static_cast<int>(n - full * kDropoutMaskBits));
 }
 
 // Reference backward: one element at a time, its bit looked up by index.
-template <typename T>
-void masked_scale_reference(T* out, const uint32_t* mask, const T* g, int64_t n, double p) {
+template <typename T, bool Relu>
+void masked_scale_reference(T* out, const uint32_t* mask, const T* g, const T* x, int64_t n, double p) {
   for (int64_t i = 0; i < n; ++i) {
     bool keep = (mask[i / kDropoutMaskBits] >> (i % kDropoutMaskBits)) & 1u;
+    if (Relu && !(x[i] > T(0))) keep = false;
     out[i] = keep ? static_cast<T>(g[i] / (1.0 - p)) : T(0);
   }
 }
@@ -121,18 +142,31 @@ void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, doub
   Run(out.data<T>(), mask_words(mask), x.data<T>(), x.numel(), p, seed, offset);
 }
 
-template <typename T, void (*Run)(T*, const uint32_t*, const T*, int64_t, double)>
+template <typename T, void (*Run)(T*, const uint32_t*, const T*, const T*, int64_t, double)>
 void dropout_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& mask, double p) {
-  Run(out.data<T>(), mask_words(mask), grad.data<T>(), grad.numel(), p);
+  Run(out.data<T>(), mask_words(mask), grad.data<T>(), nullptr, grad.numel(), p);
+}
+
+template <typename T, void (*Run)(T*, const uint32_t*, const T*, const T*, int64_t, double)>
+void relu_dropout_backward_kernel(const Tensor& out, const Tensor& x, const Tensor& grad, const Tensor& mask,
+                                  double p) {
+  Run(out.data<T>(), mask_words(mask), grad.data<T>(), x.data<T>(), grad.numel(), p);
 }
 
 template <typename T>
 void register_for() {
-  register_kernel<kernels::DropoutKernel>("dropout", DeviceType::cpu, dtype_of<T>(), dropout_kernel<T, dropout_fast<T>>,
-                                          dropout_kernel<T, dropout_reference<T>>);
+  register_kernel<kernels::DropoutKernel>("dropout", DeviceType::cpu, dtype_of<T>(),
+                                          dropout_kernel<T, dropout_fast<T, Identity>>,
+                                          dropout_kernel<T, dropout_reference<T, Identity>>);
   register_kernel<kernels::DropoutBackwardKernel>("dropout_backward", DeviceType::cpu, dtype_of<T>(),
-                                                  dropout_backward_kernel<T, masked_scale_fast<T>>,
-                                                  dropout_backward_kernel<T, masked_scale_reference<T>>);
+                                                  dropout_backward_kernel<T, masked_scale_fast<T, false>>,
+                                                  dropout_backward_kernel<T, masked_scale_reference<T, false>>);
+  register_kernel<kernels::DropoutKernel>("relu_dropout", DeviceType::cpu, dtype_of<T>(),
+                                          dropout_kernel<T, dropout_fast<T, fn::Relu>>,
+                                          dropout_kernel<T, dropout_reference<T, fn::Relu>>);
+  register_kernel<kernels::ReluDropoutBackwardKernel>("relu_dropout_backward", DeviceType::cpu, dtype_of<T>(),
+                                                      relu_dropout_backward_kernel<T, masked_scale_fast<T, true>>,
+                                                      relu_dropout_backward_kernel<T, masked_scale_reference<T, true>>);
 }
 
 }  // namespace

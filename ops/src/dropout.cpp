@@ -57,10 +57,6 @@ Tensor dropout_fixed(const Tensor& x, double p) {
   return dropout(x, p, true, gen);
 }
 
-// A bitmask input: any 32-bit pattern per word ([0, 2^32) wraps into int32).
-InputSpec mask_input(int64_t elements) {
-  return {{dropout_mask_words(elements)}, Domain::any, DType::i32, int64_t(1) << 32, false};
-}
 }  // namespace
 
 // Composition: dropout is x times the dropped-and-scaled ones tensor (a constant).
@@ -87,7 +83,8 @@ LOOM_OP(dropout_backward){
     .derivative = "d/dg = dropout_backward(v, mask, p)   (linear and self-adjoint)",
     .shape_rule = "g's shape; mask int32 [⌈n/32⌉]",
     .call = [](const OpArgs& x) { return dropout_backward(x[0], x[1], 0.3); },
-    .samples = {{{{{4, 7}}, mask_input(28)}, {}, "[4,7] p=0.3"}, {{{{5, 13}}, mask_input(65)}, {}, "[5,13] p=0.3"}},
+    .samples = {{{{{4, 7}}, detail::dropout_mask_sample(28)}, {}, "[4,7] p=0.3"},
+                {{{{5, 13}}, detail::dropout_mask_sample(65)}, {}, "[5,13] p=0.3"}},
     .composed = [](const OpArgs& x) { return mul(x[0], dropout_backward(ones_like(x[0]), x[1], 0.3)); },
 };
 

@@ -66,6 +66,8 @@ class Dropout : public Module {
   explicit Dropout(double p, Generator& gen = default_generator());
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  // forward(relu(x)) as one op (relu_dropout): the same draws and bits, one pass.
+  Tensor after_relu(const Tensor& x) const;
   double p() const { return p_; }
 
  private:

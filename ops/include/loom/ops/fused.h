@@ -53,6 +53,13 @@ Tensor dropout(const Tensor& x, double p, bool train = true, Generator& gen = de
 // dropout for its backward). dropout's backward, and its own backward (the map
 // is linear and self-adjoint).
 Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p, Where where = Where::current());
+// dropout(relu(x), p, train, gen) in one pass, with dropout's draws and bits (the
+// feed-forward's activation); !train or p == 0 gives relu(x). Its backward,
+// keep * [x > 0] * grad / (1 - p), reads x, grad and the forward's bitmask once.
+Tensor relu_dropout(const Tensor& x, double p, bool train = true, Generator& gen = default_generator(),
+                    Where where = Where::current());
+Tensor relu_dropout_backward(const Tensor& x, const Tensor& grad, const Tensor& mask, double p,
+                             Where where = Where::current());
 
 // ---- attention ----
 // softmax(q k^T / sqrt(Dk), mask) (dropout in training) @ v, a composite of

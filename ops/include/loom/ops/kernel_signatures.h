@@ -98,6 +98,10 @@ using DropoutKernel = void (*)(const Tensor& out, const Tensor& mask, const Tens
                                uint64_t offset);
 // out = keep * grad / (1 - p), keep read from mask.
 using DropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, const Tensor& mask, double p);
+// relu_dropout's kernels: DropoutKernel's with max(x, 0) in place of x, and
+// out = keep * [x > 0] * grad / (1 - p) for its backward.
+using ReluDropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& x, const Tensor& grad, const Tensor& mask,
+                                           double p);
 
 // ---- matmul and indexing (ops/cpu/matmul.cpp, gather.cpp, index_select.cpp, index_add.cpp,
 //      scatter_add.cpp, embedding.cpp) ----
