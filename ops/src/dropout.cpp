@@ -7,26 +7,17 @@
 // memory-bound pass. The map g -> keep * g / (1 - p) is linear and self-adjoint, so
 // dropout_backward's own backward is itself. p == 0 or !train returns x itself.
 // CPU kernels: ops/cpu/dropout.cpp.
-#include "rows.h"
+#include "dropout_support.h"
 
 namespace loom {
 
-namespace {
-
 using kernels::dropout_mask_words;
-
-void check_p(std::string_view op, const Tensor& x, double p) {
-  LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32 or float64, got {}", op, dtype_name(x.dtype()));
-  LOOM_CHECK(p >= 0.0 && p <= 1.0, "{}: p must be in [0, 1], got {}", op, p);
-}
-
-}  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool train, Generator& gen, Where where) {
   CallSite site(where);
   LOOM_CHECK(p >= 0.0 && p <= 1.0, "dropout: p must be in [0, 1], got {}", p);
   if (!train || p == 0.0) return x;
-  check_p("dropout", x, p);
+  detail::check_dropout_input("dropout", x, p);
   uint64_t seed = gen.seed(), offset = gen.next_offset();
   Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
   Tensor mask = Tensor::empty({dropout_mask_words(x.numel())}, {DType::i32, x.device()});
@@ -38,11 +29,8 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator& gen, Where wher
 
 Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p, Where where) {
   CallSite site(where);
-  check_p("dropout_backward", grad, p);
-  const int64_t words = dropout_mask_words(grad.numel());
-  LOOM_CHECK(mask.dtype() == DType::i32 && mask.device() == grad.device() && mask.numel() == words,
-             "dropout_backward: mask must be the int32 bitmask of {} elements ({} words on {}), got {} {} on {}",
-             grad.numel(), words, grad.device(), mask.numel(), dtype_name(mask.dtype()), mask.device());
+  detail::check_dropout_input("dropout_backward", grad, p);
+  detail::check_dropout_mask("dropout_backward", mask, grad);
   Tensor md = detail::dense(mask);
   Tensor out = Tensor::empty(grad.shape(), {grad.dtype(), grad.device()});
   detail::kernel_for<kernels::DropoutBackwardKernel>("dropout_backward", grad)(out, detail::dense(grad), md, p);
@@ -50,29 +38,20 @@ Tensor dropout_backward(const Tensor& grad, const Tensor& mask, double p, Where 
                 [md, p](BackwardContext&, const Tensor& v) -> detail::Grads { return {dropout_backward(v, md, p)}; });
 }
 
-namespace {
-// A fresh generator per call: the same mask on every evaluation (finite differences).
-Tensor dropout_fixed(const Tensor& x, double p) {
-  Generator gen(1234);
-  return dropout(x, p, true, gen);
-}
-
-}  // namespace
-
 // Composition: dropout is x times the dropped-and-scaled ones tensor (a constant).
 LOOM_OP(dropout){
     .name = "dropout",
     .formula = "y = keep·x / (1-p),  keep = [u ≥ p], u uniform in [0, 1) (Philox)",
     .derivative = "dx = keep·g / (1-p)   (the same mask)",
     .shape_rule = "y has x's shape",
-    .call = [](const OpArgs& x) { return dropout_fixed(x[0], 0.3); },
+    .call = [](const OpArgs& x) { return detail::dropout_fixed(x[0], 0.3); },
     .samples = {unary_sample({4, 7}, Domain::any, "[4,7] p=0.3"),
                 unary_sample({2, 3, 5}, Domain::any, "[2,3,5] p=0.3"),
                 {{{{3, 9}}},
-                 [](const OpArgs& x) { return dropout_fixed(x[0], 0.7); },
+                 [](const OpArgs& x) { return detail::dropout_fixed(x[0], 0.7); },
                  "p=0.7",
-                 [](const OpArgs& x) { return mul(x[0], dropout_fixed(ones_like(x[0]), 0.7)); }}},
-    .composed = [](const OpArgs& x) { return mul(x[0], dropout_fixed(ones_like(x[0]), 0.3)); },
+                 [](const OpArgs& x) { return mul(x[0], detail::dropout_fixed(ones_like(x[0]), 0.7)); }}},
+    .composed = [](const OpArgs& x) { return mul(x[0], detail::dropout_fixed(ones_like(x[0]), 0.3)); },
 };
 
 // Samples: a random bitmask over a partial last word (28 elements) and over two

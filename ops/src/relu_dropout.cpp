@@ -8,20 +8,13 @@
 // offset, the same keep bits) and computes the same products, so it gives relu then
 // dropout's bits. !train or p == 0: relu(x).
 // CPU kernels: ops/cpu/dropout.cpp (dropout's, with max(x, 0) in place of x).
-#include "rows.h"
+#include "dropout_support.h"
 
 namespace loom {
 
-namespace {
-void check_input(std::string_view op, const Tensor& x, double p) {
-  LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32 or float64, got {}", op, dtype_name(x.dtype()));
-  LOOM_CHECK(p >= 0.0 && p <= 1.0, "{}: p must be in [0, 1], got {}", op, p);
-}
-}  // namespace
-
 Tensor relu_dropout(const Tensor& x, double p, bool train, Generator& gen, Where where) {
   CallSite site(where);
-  check_input("relu_dropout", x, p);
+  detail::check_dropout_input("relu_dropout", x, p);
   if (!train || p == 0.0) return relu(x);
   uint64_t seed = gen.seed(), offset = gen.next_offset();
   Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
@@ -37,14 +30,11 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator& gen, Where
 //   d/dg = relu_dropout_backward(x, v, mask, p),   d/dx = 0.
 Tensor relu_dropout_backward(const Tensor& x, const Tensor& grad, const Tensor& mask, double p, Where where) {
   CallSite site(where);
-  check_input("relu_dropout_backward", grad, p);
+  detail::check_dropout_input("relu_dropout_backward", grad, p);
   detail::check_same_kind("relu_dropout_backward", x, grad);
   LOOM_CHECK(x.shape() == grad.shape(), "relu_dropout_backward: x has shape {} but grad has shape {}", x.shape(),
              grad.shape());
-  const int64_t words = kernels::dropout_mask_words(grad.numel());
-  LOOM_CHECK(mask.dtype() == DType::i32 && mask.device() == grad.device() && mask.numel() == words,
-             "relu_dropout_backward: mask must be the int32 bitmask of {} elements ({} words on {}), got {} {} on {}",
-             grad.numel(), words, grad.device(), mask.numel(), dtype_name(mask.dtype()), mask.device());
+  detail::check_dropout_mask("relu_dropout_backward", mask, grad);
   Tensor xd = detail::dense(x), md = detail::dense(mask);
   Tensor out = Tensor::empty(grad.shape(), {grad.dtype(), grad.device()});
   detail::kernel_for<kernels::ReluDropoutBackwardKernel>("relu_dropout_backward", grad)(out, xd, detail::dense(grad),
@@ -56,14 +46,10 @@ Tensor relu_dropout_backward(const Tensor& x, const Tensor& grad, const Tensor& 
 }
 
 namespace {
-// A fresh generator per call: the same mask on every evaluation (finite differences).
+// A fresh generator per call, as detail::dropout_fixed.
 Tensor relu_dropout_fixed(const Tensor& x, double p) {
   Generator gen(1234);
   return relu_dropout(x, p, true, gen);
-}
-Tensor dropout_fixed(const Tensor& x, double p) {
-  Generator gen(1234);
-  return dropout(x, p, true, gen);
 }
 }  // namespace
 
@@ -76,7 +62,7 @@ LOOM_OP(relu_dropout){
     .call = [](const OpArgs& x) { return relu_dropout_fixed(x[0], 0.3); },
     .samples = {unary_sample({4, 7}, Domain::away_from_zero, "[4,7] p=0.3"),
                 unary_sample({2, 3, 45}, Domain::away_from_zero, "[2,3,45] p=0.3")},
-    .composed = [](const OpArgs& x) { return dropout_fixed(relu(x[0]), 0.3); },
+    .composed = [](const OpArgs& x) { return detail::dropout_fixed(relu(x[0]), 0.3); },
 };
 
 LOOM_OP(relu_dropout_backward){

@@ -72,10 +72,4 @@ inline Tensor causal_additive(int64_t t, Device device = kCPU) {
   return masked_fill(zero, causal_mask(t, device), -std::numeric_limits<double>::infinity());
 }
 
-// A dropout bitmask input for `elements` elements: any 32-bit pattern per word
-// ([0, 2^32) wraps into int32).
-inline InputSpec dropout_mask_sample(int64_t elements) {
-  return {{kernels::dropout_mask_words(elements)}, Domain::any, DType::i32, int64_t(1) << 32, false};
-}
-
 }  // namespace loom::detail
