@@ -87,6 +87,24 @@ TEST_CASE("Noam: linear warm-up, then 1/sqrt(step); the peak at step = warmup") 
         "Noam: d_model, warmup and factor must be positive, got 512, 0 and 1");
 }
 
+TEST_CASE("Noam with a cool-down: unchanged up to its start, then scaled down linearly to the end") {
+  Tensor w = tensor({1.0}, f64);
+  w.requires_grad_();
+  Adam adam({w}, {.lr = 0.0, .betas = {0.9, 0.98}, .eps = 1e-9});
+  Noam plain(adam, 256, 100), cooled(adam, 256, 100);
+  cooled.set_cooldown(600, 1000);
+  for (int64_t s : {1, 50, 100, 599, 600}) CHECK(cooled.rate(s) == plain.rate(s));
+  CHECK(cooled.rate(601) == plain.rate(601));  // (1000 - 601 + 1) / 400: the first cooled step is at full rate
+  CHECK(cooled.rate(800) == doctest::Approx(plain.rate(800) * 201.0 / 400.0).epsilon(1e-15));
+  CHECK(cooled.rate(1000) == doctest::Approx(plain.rate(1000) / 400.0).epsilon(1e-15));
+  CHECK(cooled.rate(1200) == doctest::Approx(plain.rate(1200) / 400.0).epsilon(1e-15));  // past the end: no lower
+  for (int64_t s = 601; s < 1000; ++s) CHECK(cooled.rate(s + 1) < cooled.rate(s));
+  cooled.set_cooldown(0, 0);  // off again
+  CHECK(cooled.rate(800) == plain.rate(800));
+  CHECK(error_of([&] { cooled.set_cooldown(10, 5); }) ==
+        "Noam: the cool-down must run over steps 0 <= start <= end, got 10 to 5");
+}
+
 // Provenance: w = [3, -4], v = [12] (float64) with gradients w and v;
 // torch.nn.utils.clip_grad_norm_([w, v], 6.5) returns 13.0 and leaves
 // w.grad = [1.4999998846153937, -1.9999998461538582], v.grad = [5.999999538461575].

@@ -162,6 +162,49 @@ TEST_CASE("a run stopped mid-epoch and resumed makes the same updates, bit for b
   CHECK(final_params[0] == final_params[1]);
 }
 
+TEST_CASE("--cooldown-epochs: Noam's rate until the last epochs, then down linearly to 1/N of it, across a resume") {
+  const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
+  TrainerOptions o = small_run();
+  o.epochs = 3;
+  o.cooldown_epochs = 1;
+  std::vector<double> lrs;
+  TrainerHooks hooks;
+  hooks.step_done = [&](const StepReport& r) { lrs.push_back(r.lr); };
+  Trainer a(tiny_config(), o, train, val, run_folder("cooldown"));
+  CHECK(a.run(hooks));
+  REQUIRE(lrs.size() % 3 == 0);
+  const size_t per_epoch = lrs.size() / 3, start = 2 * per_epoch;
+  Tensor w = zeros({1});
+  w.requires_grad_();
+  optim::Adam adam({w}, {});
+  optim::Noam noam(adam, tiny_config().d_model, o.warmup);
+  for (size_t s = 0; s < lrs.size(); ++s) {
+    CAPTURE(s);
+    const double plain = noam.rate(static_cast<int64_t>(s) + 1);
+    const double left = s < start ? 1.0 : static_cast<double>(lrs.size() - s) / static_cast<double>(per_epoch);
+    CHECK(lrs[s] == doctest::Approx(plain * left).epsilon(1e-12));
+  }
+  // Stopped inside the cool-down and resumed: the same rates.
+  const std::string dir = run_folder("cooldown_resumed");
+  std::vector<double> again;
+  {
+    TrainerOptions first = o;
+    first.max_steps = static_cast<int64_t>(start) + 2;
+    Trainer b(tiny_config(), first, train, val, dir);
+    TrainerHooks h;
+    h.step_done = [&](const StepReport& r) { again.push_back(r.lr); };
+    CHECK(b.run(h));
+  }
+  auto c = Trainer::resume(dir, train, val, [](TrainerOptions& saved) { saved.max_steps = 0; });
+  TrainerHooks h;
+  h.step_done = [&](const StepReport& r) { again.push_back(r.lr); };
+  CHECK(c->run(h));
+  CHECK(again == lrs);
+  TrainerOptions bad = o;
+  bad.cooldown_epochs = 4;
+  CHECK(error_of([&] { bad.validate(); }) == "train: --cooldown-epochs must be in [0, --epochs 3], got 4");
+}
+
 TEST_CASE("resume refuses another corpus and a folder without a state, naming them") {
   const auto train = copy_pairs(60, 7), val = copy_pairs(8, 8);
   TrainerOptions o = small_run();

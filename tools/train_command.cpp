@@ -153,6 +153,7 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd, int ranks) {
   using T = models::TrainerOptions;
   may_change("--epochs", &T::epochs);
   may_change("--max-steps", &T::max_steps);
+  may_change("--cooldown-epochs", &T::cooldown_epochs);
   may_change("--log-every", &T::log_every);
   may_change("--save-every", &T::save_every);
   may_change("--save-minutes", &T::save_minutes);
@@ -225,6 +226,7 @@ MonitorOptions monitor_options(const TrainOptions& o, int64_t total, const model
                        {"seed", o.t.seed},
                        {"warmup", o.t.warmup},
                        {"lr_factor", o.t.lr_factor},
+                       {"cooldown_epochs", o.t.cooldown_epochs},
                        {"label_smoothing", o.t.label_smoothing},
                        {"dropout", config.dropout},
                        {"pre_norm", config.pre_norm},
@@ -410,6 +412,10 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->check(at_least(0));
   cmd->add_option("--warmup", t.warmup, "Noam warm-up steps")->capture_default_str()->check(at_least(1));
   cmd->add_option("--lr-factor", t.lr_factor, "Noam factor")->capture_default_str()->check(in_range(0, kMaxLrFactor));
+  cmd->add_option("--cooldown-epochs", t.cooldown_epochs,
+                  "scale the Noam rate down linearly to ~0 over the last this-many of --epochs (0: off)")
+      ->capture_default_str()
+      ->check(in_range(0.0, 1e6));
   cmd->add_option("--clip", t.clip, "clip the global gradient norm to this (0: off)")
       ->capture_default_str()
       ->check(in_range(0, 1e6));

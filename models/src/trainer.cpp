@@ -40,6 +40,8 @@ void check_ranges(const TrainerOptions& o) {
   LOOM_CHECK(o.epochs >= 1 && o.max_steps >= 0 && o.log_every >= 1,
              "train: --epochs and --log-every must be at least 1 and --max-steps at least 0, got {}, {} and {}",
              o.epochs, o.log_every, o.max_steps);
+  LOOM_CHECK(o.cooldown_epochs >= 0 && o.cooldown_epochs <= static_cast<double>(o.epochs),
+             "train: --cooldown-epochs must be in [0, --epochs {}], got {}", o.epochs, o.cooldown_epochs);
   LOOM_CHECK(o.save_every >= 0 && o.save_minutes >= 0 && o.keep_last >= 0 && o.average_last >= 0,
              "train: --save-every, --save-minutes, --keep-last and --average-last must be at least 0");
   LOOM_CHECK(o.reduce == "auto" || o.reduce == "off" || o.reduce == "exact" || o.reduce == "fast",
@@ -301,6 +303,11 @@ bool Trainer::run(const TrainerHooks& hooks) {
     const std::vector<Batch> batches = make_batches(train_, options_.max_tokens, options_.max_len, shuffle_);
     const uint64_t next_epoch_offset = shuffle_.offset();
     const int64_t count = static_cast<int64_t>(batches.size());
+    if (options_.cooldown_epochs > 0) {  // every epoch has the same number of batches
+      const int64_t updates_per_epoch = (count + batches_per_update() - 1) / batches_per_update();
+      const int64_t end = options_.epochs * updates_per_epoch;
+      noam_->set_cooldown(end - std::llround(options_.cooldown_epochs * static_cast<double>(updates_per_epoch)), end);
+    }
     while (batch_in_epoch_ < count && !limit_reached()) {
       const int64_t n = std::min(batches_per_update(), count - batch_in_epoch_);
       const std::vector<Batch> update(batches.begin() + batch_in_epoch_, batches.begin() + batch_in_epoch_ + n);

@@ -15,8 +15,11 @@ Noam::Noam(Optimizer& optimizer, int64_t d_model, int64_t warmup, double factor)
 double Noam::rate(int64_t step) const {
   LOOM_CHECK(step >= 1, "Noam: steps count from 1, got {}", step);
   const double s = static_cast<double>(step);
-  return factor_ / std::sqrt(static_cast<double>(d_model_)) *
-         std::min(1.0 / std::sqrt(s), s * std::pow(static_cast<double>(warmup_), -1.5));
+  const double noam = factor_ / std::sqrt(static_cast<double>(d_model_)) *
+                      std::min(1.0 / std::sqrt(s), s * std::pow(static_cast<double>(warmup_), -1.5));
+  if (step <= cooldown_start_ || cooldown_start_ == cooldown_end_) return noam;
+  const int64_t left = std::max<int64_t>(cooldown_end_ - step + 1, 1);  // past the end: the last step's rate
+  return noam * (static_cast<double>(left) / static_cast<double>(cooldown_end_ - cooldown_start_));
 }
 
 double Noam::step() {
@@ -28,6 +31,13 @@ double Noam::step() {
 void Noam::set_current_step(int64_t step) {
   LOOM_CHECK(step >= 0, "Noam: the step count must be >= 0, got {}", step);
   step_ = step;
+}
+
+void Noam::set_cooldown(int64_t start, int64_t end) {
+  LOOM_CHECK(start >= 0 && end >= start, "Noam: the cool-down must run over steps 0 <= start <= end, got {} to {}",
+             start, end);
+  cooldown_start_ = start;
+  cooldown_end_ = end;
 }
 
 }  // namespace loom::optim

@@ -55,11 +55,14 @@ struct TrainerOptions {
   std::string reduce = "auto";
   // What may change when a run is resumed.
   int64_t epochs = 10, max_steps = 0;  // stop after either (max_steps 0: no limit)
-  int64_t log_every = 100;             // steps per window of the reported mean loss
-  int64_t save_every = 0;              // steps between checkpoints (0: at each epoch's end only)
-  double save_minutes = 0;             // minutes between checkpoints (0: off)
-  int64_t keep_last = 0;               // step-<N>.safetensors files kept (at least average_last)
-  int64_t average_last = 0;            // at the end, average the last K kept models into average/ (0: off)
+  // The Noam rate scaled down linearly to ~0 over the last this-many epochs of `epochs`
+  // (0: off); a resume with more --epochs moves the cool-down to the new end.
+  double cooldown_epochs = 0;
+  int64_t log_every = 100;   // steps per window of the reported mean loss
+  int64_t save_every = 0;    // steps between checkpoints (0: at each epoch's end only)
+  double save_minutes = 0;   // minutes between checkpoints (0: off)
+  int64_t keep_last = 0;     // step-<N>.safetensors files kept (at least average_last)
+  int64_t average_last = 0;  // at the end, average the last K kept models into average/ (0: off)
   // Data-parallel runs: each rank keeps Adam's moments for 1/N of the parameters
   // (ZeRO stage 1) and updates those; the same bits as unsharded, less memory.
   bool shard_optimizer = false;

@@ -96,19 +96,25 @@ class Adam : public Optimizer {
 // rising linearly for `warmup` steps, then decaying as 1/sqrt(step); peak
 // factor / sqrt(d_model * warmup) at step = warmup. Call step() before each
 // optimizer step: it advances the count and sets the optimizer's lr.
+// Optionally a cool-down: over steps (start, end] the rate is scaled down
+// linearly, by (end - step + 1) / (end - start), so a run that stops at `end`
+// takes its last steps at a small rate instead of ~1/sqrt(end) of the peak
+// (a budgeted run's weights then settle, as averaging checkpoints tries to do).
 class Noam {
  public:
   Noam(Optimizer& optimizer, int64_t d_model, int64_t warmup, double factor = 1.0);
   double step();
   double rate(int64_t step) const;
   int64_t current_step() const { return step_; }
-  void set_current_step(int64_t step);  // a resumed run: the next step() is step + 1
+  void set_current_step(int64_t step);            // a resumed run: the next step() is step + 1
+  void set_cooldown(int64_t start, int64_t end);  // start == end: none (the default)
 
  private:
   Optimizer& optimizer_;
   int64_t d_model_, warmup_;
   double factor_;
   int64_t step_ = 0;
+  int64_t cooldown_start_ = 0, cooldown_end_ = 0;
 };
 
 // sqrt of the sum of squares of every defined .grad (float64 accumulation in
