@@ -283,6 +283,47 @@ TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
         "got float32 [1, 4] on cpu");
 }
 
+// The stopping bound's horizon (BeamOptions::horizon), alpha 1, beam 2:
+//   after bos: eos 0.5, A 0.3, B 0.2;  after B: eos;
+//   after A: A 0.999, eos 0.001 until 9 tokens are out, then eos 0.999, A 0.001.
+// At step 2 the best finished is "eos" (score log 0.5 = -0.693) and the live "A A" has
+// log p -1.205. Ending within 1 token it could reach at most -1.205 / (8/6) = -0.904:
+// horizon 1 stops there. The exact bound (horizon 0: by max_len 30, -1.205 / (35/6)) and
+// horizon 6 (-1.205 / (13/6) = -0.556) go on and find A x 9 + eos, log p -1.213, score
+// -1.213 / (15/6) = -0.485.
+TEST_CASE("beam search's stopping horizon: 0 is the exact bound; a short horizon can stop too early") {
+  const int64_t bos = 1, eos = 2, A = 3, B = 4, V = 5;
+  auto scorer = [&](const BeamStep& step) {
+    std::vector<float> out;
+    for (const auto& p : step.prefixes) {
+      std::vector<double> probs(V, 0.0);
+      if (p.back() == bos)
+        probs[eos] = 0.5, probs[A] = 0.3, probs[B] = 0.2;
+      else if (p.back() == B)
+        probs[eos] = 1.0;
+      else if (p.size() < 10)
+        probs[A] = 0.999, probs[eos] = 0.001;
+      else
+        probs[eos] = 0.999, probs[A] = 0.001;
+      for (double q : probs) out.push_back(static_cast<float>(std::log(q)));
+    }
+    return from_vector(out, {static_cast<int64_t>(step.prefixes.size()), V});
+  };
+  const std::vector<int64_t> long_one = {A, A, A, A, A, A, A, A, A, eos};
+  for (int64_t horizon : {0, 6}) {
+    CAPTURE(horizon);
+    auto best = best_of(
+        beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 1.0, .max_len = 30, .horizon = horizon}));
+    CHECK(best[0].tokens == long_one);
+    CHECK(best[0].score == doctest::Approx((std::log(0.3) + 8 * std::log(0.999) + std::log(0.999)) / (15.0 / 6)));
+  }
+  auto short_sighted =
+      best_of(beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 1.0, .max_len = 30, .horizon = 1}));
+  CHECK(short_sighted[0].tokens == std::vector<int64_t>{eos});
+  CHECK(error_of([&] { beam_search(scorer, 1, V, bos, eos, {.horizon = -1}); }) ==
+        "beam_search: horizon must be >= 0 (0: up to max_len), got -1");
+}
+
 // A sentence that would go on forever (A 0.9, eos 0.1 after every prefix; beam 2): the
 // max_len-th token is eos, so the longest hypothesis is scored with its eos like the
 // others. With alpha 2 it wins: A A eos, p = 0.081, score log 0.081 / (8/6)^2 = -1.41,

@@ -20,6 +20,7 @@ namespace {
 struct TranslateOptions {
   std::string model = "runs/multi30k-de-en", input, output;
   int64_t beam = 4, batch = 32, extra_len = 50;
+  int64_t horizon = models::BeamOptions{}.horizon;
   int64_t nbest = 0;  // 0: one translation per line; N: the N best hypotheses with their scores
   double alpha = 0.6;
   int threads = 2;
@@ -96,8 +97,11 @@ void run_translate(const TranslateOptions& o) {
         from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(length)}, {DType::i64, device});
     // The target prefix (bos + output) must fit the positional table too.
     const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(length) + o.extra_len, model.config().max_len - 1);
-    const models::BeamOptions search{
-        .beam = o.beam, .length_penalty = o.alpha, .max_len = max_len, .nbest = std::max<int64_t>(o.nbest, 1)};
+    const models::BeamOptions search{.beam = o.beam,
+                                     .length_penalty = o.alpha,
+                                     .max_len = max_len,
+                                     .nbest = std::max<int64_t>(o.nbest, 1),
+                                     .horizon = o.horizon};
     if (o.nbest > 0) {
       hyps[b] = models::beam_search(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search);
       return;
@@ -148,6 +152,11 @@ void add_translate_commands(CLI::App& app) {
                   "print the N best finished hypotheses per line as LINE<TAB>RANK<TAB>SCORE<TAB>LOGPROB<TAB>TEXT "
                   "(SCORE = LOGPROB / ((5 + length) / 6)^alpha, what the beam maximizes)")
       ->check(in_range(1, 1000));
+  cmd->add_option("--horizon", o->horizon,
+                  "stop a sentence once beam hypotheses have finished and no live one could beat the best even if it "
+                  "ended within this many tokens (0: by max_len, the exact bound; slower)")
+      ->capture_default_str()
+      ->check(in_range(0, 1 << 20));
   cmd->add_option("--batch", o->batch, "sentences decoded together")->capture_default_str()->check(in_range(1, 10000));
   cmd->add_option("--extra-len", o->extra_len, "longest output: input length + this (at most the model's max_len)")
       ->capture_default_str()

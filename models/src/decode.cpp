@@ -164,6 +164,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, 
                                                  int64_t bos, int64_t eos, const BeamOptions& o) {
   LOOM_CHECK(o.beam >= 1 && o.max_len >= 1, "beam_search: beam and max_len must be >= 1, got {} and {}", o.beam,
              o.max_len);
+  LOOM_CHECK(o.horizon >= 0, "beam_search: horizon must be >= 0 (0: up to max_len), got {}", o.horizon);
   LOOM_CHECK(o.nbest >= 1 && o.nbest <= o.beam, "beam_search: nbest must be in [1, beam {}], got {}", o.beam, o.nbest);
   LOOM_CHECK(bos >= 0 && bos < vocab && eos >= 0 && eos < vocab,
              "beam_search: bos {} and eos {} must be ids of the vocabulary of {}", bos, eos, vocab);
@@ -227,13 +228,17 @@ std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, 
           next.push_back(std::move(extended));
       }
       // Done when beam hypotheses have finished and no live beam can still win:
-      // its log-probability only falls, and its penalty grows at most to max_len's.
+      // its log-probability only falls, and its penalty grows at most to that of
+      // the longest length it may end at (BeamOptions::horizon).
       if (static_cast<int64_t>(finished[b].size()) >= o.beam) {
         double best = -std::numeric_limits<double>::infinity();
         for (const Hypothesis& h : finished[b]) best = std::max(best, h.score);
         double best_alive = -std::numeric_limits<double>::infinity();
-        for (const Beam& beam : next)
-          best_alive = std::max(best_alive, beam.log_prob / length_penalty(o.max_len, o.length_penalty));
+        for (const Beam& beam : next) {
+          const auto generated = static_cast<int64_t>(beam.prefix.size()) - 1;  // without bos
+          const int64_t longest = o.horizon == 0 ? o.max_len : std::min(o.max_len, generated + o.horizon);
+          best_alive = std::max(best_alive, beam.log_prob / length_penalty(longest, o.length_penalty));
+        }
         if (best >= best_alive) next.clear();
       }
       row += static_cast<int64_t>(alive[b].size());

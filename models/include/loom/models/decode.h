@@ -60,6 +60,15 @@ struct BeamOptions {
   double length_penalty = 0.6;  // alpha: score = log p / ((5 + length) / 6)^alpha (Wu et al. 2016)
   int64_t max_len = 100;        // generated tokens, eos included: the max_len-th token is eos
   int64_t nbest = 1;            // finished hypotheses returned per sentence, at most beam
+  // When a sentence stops: once `beam` hypotheses have finished and no live one can
+  // still score above the best of them. A live one's log p only falls, so its score
+  // is at most log p / penalty(the longest length it may end at). With horizon 0 that
+  // length is max_len: an exact bound, but with alpha near 1 or above it keeps
+  // settled sentences decoding for many steps (penalty(max_len) is large). With
+  // horizon H it is its length now + H: a heuristic. Default 6: on Multi30k val
+  // (en -> de, 3 models, alpha 0.6 and 1.4; README, Benchmarks) every translation is
+  // the exact bound's and the decoder runs 42-47% fewer rows.
+  int64_t horizon = 6;
 };
 
 struct Hypothesis {
