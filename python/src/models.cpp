@@ -24,7 +24,7 @@ struct Translator {
   // which others share its batch (as in `loom translate`, which batches equal lengths).
   // On the CPU each thread translates whole sentences (models::decode_batches).
   std::vector<std::string> translate(const std::vector<std::string>& sentences, int64_t beam, double alpha,
-                                     int64_t extra_len) {
+                                     int64_t extra_len, int64_t horizon) {
     models::Transformer& model = *folder.model;
     std::vector<std::vector<int64_t>> outputs(sentences.size());
     auto decode = [&](size_t i) {
@@ -35,8 +35,9 @@ struct Translator {
       const int64_t length = static_cast<int64_t>(ids.size());
       Tensor src = from_vector(ids, {1, length});
       const int64_t max_len = std::min<int64_t>(length + extra_len, model.config().max_len - 1);
-      outputs[i] = std::move(models::best_tokens(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
-                                                 {.beam = beam, .length_penalty = alpha, .max_len = max_len})[0]);
+      outputs[i] = std::move(
+          models::best_tokens(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
+                              {.beam = beam, .length_penalty = alpha, .max_len = max_len, .horizon = horizon})[0]);
     };
     models::decode_batches(model, sentences.size(), omp_get_max_threads(), decode);
     std::vector<std::string> out;
@@ -148,7 +149,8 @@ void bind_models(py::module_& m) {
       .def("encode", [](const Translator& t, const std::string& text) { return t.folder.vocab->encode(text); })
       .def("decode", [](const Translator& t, const std::vector<int64_t>& ids) { return t.folder.vocab->decode(ids); })
       .def("translate", &Translator::translate, py::arg("sentences"), py::arg("beam") = 4, py::arg("alpha") = 0.6,
-           py::arg("extra_len") = 50, Release(), "beam search, as `loom translate`")
+           py::arg("extra_len") = 50, py::arg("horizon") = models::BeamOptions{}.horizon, Release(),
+           "beam search, as `loom translate` (horizon: as its --horizon; 0: the exact stopping bound)")
       .def("attention", &Translator::attention, py::arg("source"), py::arg("target"),
            "every layer's attention weights [heads, queries, keys] and the pieces they are over");
   models_module.def(

@@ -84,6 +84,11 @@ def test_a_trained_folder_translates_as_the_command_does(trained_folder):
     command = subprocess.run([os.environ["LOOM"], "translate", "--model", str(trained_folder), "--beam", "2"],
                              input="\n".join(sentences) + "\n", capture_output=True, text=True, check=True)
     assert command.stdout.split("\n")[:3] == translations
+    # The exact stopping bound (horizon 0) as the command's --horizon 0.
+    exact = subprocess.run([os.environ["LOOM"], "translate", "--model", str(trained_folder), "--beam", "2",
+                            "--alpha", "1.4", "--horizon", "0"],
+                           input="\n".join(sentences) + "\n", capture_output=True, text=True, check=True)
+    assert exact.stdout.split("\n")[:3] == folder.translate(sentences, beam=2, alpha=1.4, horizon=0)
 
 
 def test_attention_maps_come_back_as_arrays(trained_folder):
