@@ -34,6 +34,16 @@ std::vector<Hypothesis> best_of(const std::vector<std::vector<Hypothesis>>& nbes
   return best;
 }
 
+// A scorer from a hand-written distribution over the next token of each prefix.
+NextTokenScorer scorer_of(int64_t V, const std::function<std::vector<double>(const std::vector<int64_t>&)>& probs_of) {
+  return [V, probs_of](const BeamStep& step) {
+    std::vector<float> out;
+    for (const auto& prefix : step.prefixes)
+      for (double q : probs_of(prefix)) out.push_back(static_cast<float>(std::log(q)));
+    return from_vector(out, {static_cast<int64_t>(step.prefixes.size()), V});
+  };
+}
+
 // decode_step against decode's last position, then greedy and beam search (beam 1,
 // 4 and its 4-best, alpha 0 and 0.6, cut short and long) against their references:
 // the same tokens, scores equal to float rounding. Returns the longest output seen.
@@ -250,21 +260,16 @@ TEST_CASE("the cached decoders give the reference decoders' tokens on untrained 
 // alpha = 0 compares raw probabilities.
 TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
   const int64_t bos = 1, eos = 2, A = 3, B = 4, V = 5;
-  auto scorer = [&](const BeamStep& step) {
-    std::vector<float> out;
-    for (const auto& p : step.prefixes) {
-      std::vector<double> probs(V, 0.0);
-      const int64_t last = p.back();
-      if (last == bos)
-        probs[A] = 0.6, probs[B] = 0.4;
-      else if (last == A)
-        probs[A] = probs[B] = probs[eos] = 1.0 / 3;
-      else
-        probs[eos] = 0.9, probs[A] = probs[B] = 0.05;
-      for (double q : probs) out.push_back(static_cast<float>(std::log(q)));
-    }
-    return from_vector(out, {static_cast<int64_t>(step.prefixes.size()), V});
-  };
+  auto scorer = scorer_of(V, [&](const std::vector<int64_t>& p) {
+    std::vector<double> probs(V, 0.0);
+    if (p.back() == bos)
+      probs[A] = 0.6, probs[B] = 0.4;
+    else if (p.back() == A)
+      probs[A] = probs[B] = probs[eos] = 1.0 / 3;
+    else
+      probs[eos] = 0.9, probs[A] = probs[B] = 0.05;
+    return probs;
+  });
   auto greedy = best_of(beam_search(scorer, 1, V, bos, eos, {.beam = 1, .length_penalty = 0.0, .max_len = 5}));
   auto beam = best_of(beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 0.0, .max_len = 5}));
   CHECK(greedy[0].tokens == std::vector<int64_t>{A, eos});
@@ -293,22 +298,18 @@ TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
 // -1.213 / (15/6) = -0.485.
 TEST_CASE("beam search's stopping horizon: 0 is the exact bound; a short horizon can stop too early") {
   const int64_t bos = 1, eos = 2, A = 3, B = 4, V = 5;
-  auto scorer = [&](const BeamStep& step) {
-    std::vector<float> out;
-    for (const auto& p : step.prefixes) {
-      std::vector<double> probs(V, 0.0);
-      if (p.back() == bos)
-        probs[eos] = 0.5, probs[A] = 0.3, probs[B] = 0.2;
-      else if (p.back() == B)
-        probs[eos] = 1.0;
-      else if (p.size() < 10)
-        probs[A] = 0.999, probs[eos] = 0.001;
-      else
-        probs[eos] = 0.999, probs[A] = 0.001;
-      for (double q : probs) out.push_back(static_cast<float>(std::log(q)));
-    }
-    return from_vector(out, {static_cast<int64_t>(step.prefixes.size()), V});
-  };
+  auto scorer = scorer_of(V, [&](const std::vector<int64_t>& p) {
+    std::vector<double> probs(V, 0.0);
+    if (p.back() == bos)
+      probs[eos] = 0.5, probs[A] = 0.3, probs[B] = 0.2;
+    else if (p.back() == B)
+      probs[eos] = 1.0;
+    else if (p.size() < 10)
+      probs[A] = 0.999, probs[eos] = 0.001;
+    else
+      probs[eos] = 0.999, probs[A] = 0.001;
+    return probs;
+  });
   const std::vector<int64_t> long_one = {A, A, A, A, A, A, A, A, A, eos};
   for (int64_t horizon : {0, 6}) {
     CAPTURE(horizon);
@@ -330,12 +331,7 @@ TEST_CASE("beam search's stopping horizon: 0 is the exact bound; a short horizon
 // against eos (-2.30) and A eos (-1.77); unfinished, A A A (p 0.729) would have won.
 TEST_CASE("beam search ends every hypothesis with eos, forced at max_len") {
   const int64_t bos = 1, eos = 2, A = 3, V = 4;
-  auto scorer = [&](const BeamStep& step) {
-    std::vector<float> out;
-    for (size_t i = 0; i < step.prefixes.size(); ++i)
-      for (double q : {0.0, 0.0, 0.1, 0.9}) out.push_back(static_cast<float>(std::log(q)));
-    return from_vector(out, {static_cast<int64_t>(step.prefixes.size()), V});
-  };
+  auto scorer = scorer_of(V, [](const std::vector<int64_t>&) { return std::vector<double>{0.0, 0.0, 0.1, 0.9}; });
   auto all = beam_search(scorer, 1, V, bos, eos, {.beam = 2, .length_penalty = 2.0, .max_len = 3, .nbest = 2});
   CHECK(all[0][0].tokens == std::vector<int64_t>{A, A, eos});
   CHECK(all[0][0].log_prob == doctest::Approx(std::log(0.081)).epsilon(1e-6));
