@@ -96,6 +96,9 @@ grep -q '"pieces": 50' "$dir/vocab_size/spm.source.json" || fail "the new vocabu
 # never an abort (oneDNN's JIT gemm once took the signal frame onto the heap).
 for ((i = 0; i < signals; i++)); do
   rm -rf "$dir/sig"
+  # Emptied here, not only by the redirection below: that runs in the child, maybe after
+  # wait_for_line has already found the previous try's step lines (a signal before StopScope).
+  : > "$dir/sig.log"
   "$loom" train "${common[@]}" --out "$dir/sig" --max-steps 100000 --epochs 1000 --log-every 1 > "$dir/sig.log" 2>&1 &
   pid=$!
   wait_for_line '^step ' "$dir/sig.log"  # the first step, then a random 0 to 2 s more
