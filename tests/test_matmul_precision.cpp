@@ -435,11 +435,12 @@ TEST_CASE("PackedWeights in bf16 precision: products by the bfloat16 copy, VDPBF
     MESSAGE("no AVX512-BF16 here (or LOOM_NO_AVX512 set): no bfloat16 packed copy");
     return;
   }
-  // n: partial, whole, whole plus partial panels; k: odd (a last pair with a 0) and even;
-  // rows: 1 to 13 (a whole 12-row tile and each remainder) and 200 (two blocks of rows).
-  for (int64_t n : {1, 16, 40})
+  // n: a partial panel, a whole one, two panels with a partial second, two whole
+  // two-panel tiles and a partial panel; k: odd (a last pair with a 0) and even;
+  // rows: 1 to 13 (whole 6-row tiles and each remainder) and 200 (two blocks of rows).
+  for (int64_t n : {1, 16, 24, 72})
     for (int64_t k : {1, 7, 64})
-      for (int64_t m : {1, 2, 5, 11, 12, 13, 200}) {
+      for (int64_t m : {1, 2, 5, 6, 7, 11, 12, 13, 200}) {
         INFO("m ", m, " n ", n, " k ", k);
         Tensor x = randn({m, k}), w = randn({n, k});
         const std::vector<float> unpacked_float32 = matmul(x, w.t()).to_vector<float>();
