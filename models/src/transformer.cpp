@@ -65,11 +65,14 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor
 
 namespace {
 // Appends one position ([N, heads, 1, d_head]) to a cache buffer, doubling its capacity when full.
+// It starts small: beam search copies each row's whole buffer, filled or not, at every
+// step (DecoderState::select), and most sentences are done within 16 positions (a first
+// capacity of 16 made those copies 3.4x the filled part on average over 16 steps; 4, 1.6x).
 void append(Tensor& buffer, int64_t length, const Tensor& newest) {
   const int64_t capacity = buffer.defined() ? buffer.shape()[2] : 0;
   if (length == capacity) {
     Shape shape = newest.shape();
-    shape[2] = std::max<int64_t>(16, 2 * capacity);
+    shape[2] = std::max<int64_t>(4, 2 * capacity);
     Tensor grown = Tensor::empty(shape, {newest.dtype(), newest.device()});
     if (length > 0) copy_(grown.narrow(2, 0, length), buffer.narrow(2, 0, length));
     buffer = grown;
