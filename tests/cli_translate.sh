@@ -73,6 +73,18 @@ cmp -s "$dir/run/spm.model" "$dir/avg/spm.model" || fail "average did not copy t
 "$loom" translate --model "$dir/avg" --input "$dir/val.de" --output "$dir/avg.hyp" --beam 2 --extra-len 4
 cmp -s "$dir/val.hyp" "$dir/avg.hyp" || fail "the self-average translates differently from its checkpoint"
 
+# --model twice: an ensemble (the mean of the models' log-probabilities); a model with
+# its own bits translates as it does alone. Another vocabulary is refused, named.
+"$loom" translate --model "$dir/run" --model "$dir/avg" --input "$dir/val.de" --output "$dir/ensemble.hyp" --beam 2 \
+  --extra-len 4
+cmp -s "$dir/val.hyp" "$dir/ensemble.hyp" || fail "a model ensembled with its own bits translates differently"
+"$loom" train --data "$dir" --out "$dir/vocab50" --preset tiny --vocab 50 --max-steps 1 --threads 2 > /dev/null 2>&1 ||
+  fail "training the 50-piece model failed"
+if "$loom" translate --model "$dir/run" --model "$dir/vocab50" --input "$dir/val.de" > /dev/null 2> "$dir/err.txt"; then
+  fail "an ensemble of two vocabularies accepted"; fi
+grep -qF "translate: an ensemble's models must share one vocabulary; '$dir/run/spm.model' and '$dir/vocab50/spm.model' differ" \
+  "$dir/err.txt" || { cat "$dir/err.txt"; fail "unclear error for an ensemble of two vocabularies"; }
+
 "$loom" bleu "$dir/val.en" "$dir/val.en" | grep -q "^BLEU = 100.00 100.0/100.0/100.0/100.0" || fail "BLEU of the references against themselves is not 100"
 "$loom" bleu "$dir/val.hyp" "$dir/val.en" | grep -q "^BLEU = " || fail "no BLEU line"
 

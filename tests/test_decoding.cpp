@@ -104,7 +104,7 @@ size_t check_cached_decoding(Transformer& model, const Tensor& src, int64_t bos,
       CHECK(a.to_vector<float>() == b.narrow(0, 0, 2 * batch).to_vector<float>());
     }
   }
-  for (int64_t max_len : {3, 12, 40}) {  // 40: the self-attention cache grows past its first 16 positions
+  for (int64_t max_len : {3, 12, 40}) {  // 40: the self-attention cache grows 4 times (capacity 4 to 64)
     CAPTURE(max_len);
     Tensor fast = greedy_decode(model, src, bos, eos, max_len),
            slow = greedy_decode_reference(model, src, bos, eos, max_len);
@@ -252,6 +252,68 @@ TEST_CASE("the cached decoders give the reference decoders' tokens on untrained 
         s.push_back(i < 2 + b ? 3 + static_cast<int64_t>(r[b * 8 + i] * 8) : i == 2 + b ? 2 : 0);
     CHECK(check_cached_decoding(model, ids(s, 6), 1, 2) > 16);  // past the cache's first capacity
   }
+}
+
+TEST_CASE("an ensemble: the mean of its models' log-probabilities, each model's cache kept apart") {
+  TransformerConfig config = presets::tiny(11);
+  Generator init_a(8), init_b(9), data(3);
+  Transformer a(config, init_a), b(config, init_b);
+  // 5 sentences of 2..6 tokens, padded, so that they finish at different steps.
+  auto r = rand({5, 7}, {DType::f64}, data).to_vector<double>();
+  std::vector<int64_t> s;
+  for (int64_t k = 0; k < 5; ++k)
+    for (int64_t i = 0; i < 7; ++i)
+      s.push_back(i < 2 + k ? 3 + static_cast<int64_t>(r[k * 7 + i] * 8) : i == 2 + k ? 2 : 0);
+  const Tensor src = ids(s, 5);
+  const int64_t bos = 1, eos = 2;
+  // The reference: each model re-run over every live prefix, the two log-probabilities averaged.
+  auto whole_decoder = [&](Transformer& model, const BeamStep& step) {
+    const int64_t n = static_cast<int64_t>(step.prefixes.size()), t = static_cast<int64_t>(step.prefixes[0].size());
+    const Tensor index = from_vector(step.sentences, {n}, {DType::i64});
+    const Transformer::Encoded encoded = model.encode(src);
+    Transformer::Encoded rows{index_select(encoded.memory, 0, index), index_select(encoded.src_mask, 0, index)};
+    std::vector<int64_t> flat;
+    for (const auto& prefix : step.prefixes) flat.insert(flat.end(), prefix.begin(), prefix.end());
+    return log_softmax(model.decode(rows, from_vector(flat, {n, t}, {DType::i64})).select(1, t - 1), -1);
+  };
+  NoGradGuard no_grad;
+  a.eval(), b.eval();
+  const NextTokenScorer mean_of_two = [&](const BeamStep& step) {
+    return mul(add(whole_decoder(a, step), whole_decoder(b, step)), scalar_tensor(0.5, {DType::f32}));
+  };
+  for (const BeamOptions& o : {BeamOptions{.beam = 4, .length_penalty = 1.0, .max_len = 12, .nbest = 3},
+                               BeamOptions{.beam = 1, .length_penalty = 0.0, .max_len = 12}}) {
+    CAPTURE(o.beam);
+    const auto ensemble = beam_search({&a, &b}, src, bos, eos, o);
+    const auto reference = beam_search(mean_of_two, 5, 11, bos, eos, o);
+    const auto alone = beam_search(a, src, bos, eos, o);
+    REQUIRE(ensemble.size() == reference.size());
+    bool differs_from_a = false;
+    for (size_t k = 0; k < ensemble.size(); ++k) {
+      REQUIRE(ensemble[k].size() == reference[k].size());
+      for (size_t h = 0; h < ensemble[k].size(); ++h) {
+        CHECK(ensemble[k][h].tokens == reference[k][h].tokens);
+        CHECK(ensemble[k][h].score == doctest::Approx(reference[k][h].score).epsilon(1e-5));
+      }
+      differs_from_a = differs_from_a || ensemble[k][0].tokens != alone[k][0].tokens;
+    }
+    CHECK(differs_from_a);  // else the test could not tell the ensemble from its first model
+    // best_tokens decodes an ensemble by the search, greedy or not.
+    const auto tokens = best_tokens({&a, &b}, src, bos, eos, o);
+    for (size_t k = 0; k < tokens.size(); ++k) CHECK(tokens[k] == ensemble[k][0].tokens);
+  }
+  // A model with itself: its own search, bit for bit ((x + x) * 0.5 == x).
+  const BeamOptions o{.beam = 4, .length_penalty = 0.6, .max_len = 12, .nbest = 2};
+  const auto twice = beam_search({&a, &a}, src, bos, eos, o), once = beam_search(a, src, bos, eos, o);
+  for (size_t k = 0; k < once.size(); ++k)
+    for (size_t h = 0; h < once[k].size(); ++h) {
+      CHECK(twice[k][h].tokens == once[k][h].tokens);
+      CHECK(twice[k][h].score == once[k][h].score);
+    }
+  Transformer c(presets::tiny(12), init_a);
+  CHECK(error_of([&] {
+          beam_search({&a, &c}, src, bos, eos, o);
+        }) == "beam_search: an ensemble's models must share the target vocabulary, got 11 and 12 entries");
 }
 
 // A distribution written by hand where the greedy choice is a trap:

@@ -18,7 +18,8 @@ namespace loom::tools {
 namespace {
 
 struct TranslateOptions {
-  std::string model = "runs/multi30k-de-en", input, output;
+  std::vector<std::string> models{"runs/multi30k-de-en"};  // more than one: an ensemble
+  std::string input, output;
   int64_t beam = 4, batch = 32, extra_len = 50;
   int64_t horizon = models::BeamOptions{}.horizon;
   int64_t nbest = 0;  // 0: one translation per line; N: the N best hypotheses with their scores
@@ -33,10 +34,27 @@ void run_translate(const TranslateOptions& o) {
   use_threads(o.threads);
   use_precision(o.precision, o.device);
   const Device device = parse_device(o.device);
-  ModelFolder folder = load_model_folder(o.model, "translate");
-  models::Vocabulary& vocab = *folder.vocab;
-  models::Transformer& model = *folder.model;
-  model.to(device);
+  std::vector<ModelFolder> folders;
+  std::vector<models::Transformer*> ensemble;
+  auto same_pieces = [](const models::Vocabulary& a, const models::Vocabulary& b) {
+    if (a.size() != b.size()) return false;
+    for (int64_t id = 0; id < a.size(); ++id)
+      if (a.piece(id) != b.piece(id)) return false;
+    return true;
+  };
+  for (const std::string& dir : o.models) {
+    folders.push_back(load_model_folder(dir, "translate"));
+    // One vocabulary for all: the same pieces in, the same ids out.
+    LOOM_CHECK(same_pieces(*folders.back().vocab, *folders.front().vocab),
+               "translate: an ensemble's models must share one vocabulary; '{}' and '{}' differ",
+               folders.front().vocab->path(), folders.back().vocab->path());
+    ensemble.push_back(folders.back().model.get());
+    ensemble.back()->to(device);
+  }
+  models::Vocabulary& vocab = *folders.front().vocab;
+  models::Transformer& model = *ensemble.front();
+  int64_t max_len = model.config().max_len;  // the positional tables' shortest
+  for (const models::Transformer* member : ensemble) max_len = std::min(max_len, member->config().max_len);
 
   std::vector<std::string> lines;
   if (o.input.empty()) {
@@ -52,7 +70,7 @@ void run_translate(const TranslateOptions& o) {
   std::ostream& out = file_out ? file_out->stream() : std::cout;
   // The source and its eos must fit the positional table; longer lines are cut
   // (with a warning naming the line) rather than stopping the whole job.
-  const size_t max_pieces = static_cast<size_t>(model.config().max_len - 1);
+  const size_t max_pieces = static_cast<size_t>(max_len - 1);
   std::vector<std::vector<int64_t>> ids;
   for (size_t i = 0; i < lines.size(); ++i) {
     ids.push_back(vocab.encode(lines[i]));
@@ -96,18 +114,18 @@ void run_translate(const TranslateOptions& o) {
     Tensor src =
         from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(length)}, {DType::i64, device});
     // The target prefix (bos + output) must fit the positional table too.
-    const int64_t max_len = std::min<int64_t>(static_cast<int64_t>(length) + o.extra_len, model.config().max_len - 1);
-    const models::BeamOptions search{.beam = o.beam,
-                                     .length_penalty = o.alpha,
-                                     .max_len = max_len,
-                                     .nbest = std::max<int64_t>(o.nbest, 1),
-                                     .horizon = o.horizon};
+    const models::BeamOptions search{
+        .beam = o.beam,
+        .length_penalty = o.alpha,
+        .max_len = std::min<int64_t>(static_cast<int64_t>(length) + o.extra_len, max_len - 1),
+        .nbest = std::max<int64_t>(o.nbest, 1),
+        .horizon = o.horizon};
     if (o.nbest > 0) {
-      hyps[b] = models::beam_search(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search);
+      hyps[b] = models::beam_search(ensemble, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search);
       return;
     }
     // Only the text: beam 1 at alpha 0 decodes greedily (models::best_tokens).
-    for (auto& tokens : models::best_tokens(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search))
+    for (auto& tokens : models::best_tokens(ensemble, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search))
       hyps[b].push_back({models::Hypothesis{.tokens = std::move(tokens)}});
   };
   std::optional<KernelProfile> profile;
@@ -116,7 +134,7 @@ void run_translate(const TranslateOptions& o) {
   // On the CPU each thread decodes whole batches (decode_batches); --profile decodes
   // one batch at a time on all threads instead, so that the kernels' times add up to
   // the wall time.
-  models::decode_batches(model, batches.size(), profile ? 1 : o.threads, decode_batch);
+  models::decode_batches(ensemble, batches.size(), profile ? 1 : o.threads, decode_batch);
   for (size_t b = 0; b < batches.size(); ++b)
     for (size_t i = 0; i < hyps[b].size(); ++i) {
       const std::vector<models::Hypothesis>& best = hyps[b][i];
@@ -143,7 +161,10 @@ void run_translate(const TranslateOptions& o) {
 void add_translate_commands(CLI::App& app) {
   auto* cmd = app.add_subcommand("translate", "translate sentences with a model from `loom train` (beam search)");
   auto o = std::make_shared<TranslateOptions>();
-  cmd->add_option("--model", o->model, "folder with model.safetensors and its vocabulary")->capture_default_str();
+  cmd->add_option("--model", o->models,
+                  "folder with model.safetensors and its vocabulary; given more than once, an ensemble (the mean of "
+                  "the models' log-probabilities; one vocabulary)")
+      ->capture_default_str();
   cmd->add_option("--input", o->input, "sentences, one per line, plain or .gz (default: stdin)");
   cmd->add_option("--output", o->output, "where to write translations (default: stdout)");
   cmd->add_option("--beam", o->beam, "beam size")->capture_default_str()->check(in_range(1, 1000));

@@ -17,21 +17,44 @@ std::vector<Tensor> decoding_weights(const Transformer& model) {
   return weights;
 }
 
+std::vector<Tensor> decoding_weights(const std::vector<Transformer*>& models) {
+  std::vector<Tensor> weights;
+  for (const Transformer* model : models) {
+    std::vector<Tensor> own = decoding_weights(*model);
+    weights.insert(weights.end(), own.begin(), own.end());
+  }
+  return weights;
+}
+
 namespace {
-// Decoding builds no graph and runs the model in eval mode (no dropout); the
+void check_ensemble(const std::vector<Transformer*>& models, const char* what) {
+  LOOM_CHECK(!models.empty(), "{}: no model to decode with", what);
+  for (const Transformer* model : models)
+    LOOM_CHECK(model->config().tgt_vocab == models[0]->config().tgt_vocab,
+               "{}: an ensemble's models must share the target vocabulary, got {} and {} entries", what,
+               models[0]->config().tgt_vocab, model->config().tgt_vocab);
+}
+}  // namespace
+
+namespace {
+// Decoding builds no graph and runs the models in eval mode (no dropout); each
 // model's mode is restored afterwards, also when an error leaves early. The
-// decoder's weights are packed for the whole decoding (unless a caller's guard
+// decoders' weights are packed for the whole decoding (unless a caller's guard
 // already packed them).
 class Inference {
  public:
-  explicit Inference(Transformer& model)
-      : packed_(decoding_weights(model)), model_(model), was_training_(model.is_training()) {
-    if (was_training_) model.eval();
+  explicit Inference(const std::vector<Transformer*>& models) : packed_(decoding_weights(models)) {
+    for (Transformer* model : models)
+      if (model->is_training()) {
+        model->eval();
+        was_training_.push_back(model);
+      }
   }
-  // Untouched when it was in eval mode already: threads decoding with one model
+  explicit Inference(Transformer& model) : Inference(std::vector<Transformer*>{&model}) {}
+  // Untouched when they were in eval mode already: threads decoding with one model
   // (loom translate's workers) never write its mode.
   ~Inference() {
-    if (was_training_) model_.train();
+    for (Transformer* model : was_training_) model->train();
   }
   Inference(const Inference&) = delete;
   Inference& operator=(const Inference&) = delete;
@@ -39,8 +62,7 @@ class Inference {
  private:
   NoGradGuard no_grad_;
   PackedWeights packed_;
-  Transformer& model_;
-  bool was_training_;
+  std::vector<Transformer*> was_training_;
 };
 
 Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, int64_t width, int64_t pad, Device device) {
@@ -257,31 +279,47 @@ std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, 
   return best;
 }
 
-std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
-                                                 const BeamOptions& options) {
-  Inference inference(model);
-  Transformer::DecoderState state = model.start_decoding(model.encode(src));
+std::vector<std::vector<Hypothesis>> beam_search(const std::vector<Transformer*>& models, const Tensor& src,
+                                                 int64_t bos, int64_t eos, const BeamOptions& options) {
+  check_ensemble(models, "beam_search");
+  Inference inference(models);
+  std::vector<Transformer::DecoderState> states;
+  for (Transformer* model : models) states.push_back(model->start_decoding(model->encode(src)));
   auto scorer = [&](const BeamStep& step) {
-    state.select(step.parents);
     std::vector<int64_t> last;
     for (const auto& prefix : step.prefixes) last.push_back(prefix.back());
-    Tensor logits =
-        model.decode_step(state, from_vector(last, {static_cast<int64_t>(last.size())}, {DType::i64, src.device()}));
-    return log_softmax(logits, -1).to(kCPU);
+    const Tensor tokens = from_vector(last, {static_cast<int64_t>(last.size())}, {DType::i64, src.device()});
+    Tensor sum;
+    for (size_t i = 0; i < models.size(); ++i) {
+      states[i].select(step.parents);
+      Tensor log_probs = log_softmax(models[i]->decode_step(states[i], tokens), -1);
+      sum = i == 0 ? log_probs : add(sum, log_probs);
+    }
+    // An ensemble scores by the mean of its models' log-probabilities (Marian's,
+    // with equal weights): on one model's scale, so alpha means the same.
+    if (models.size() > 1)
+      sum = mul(sum, scalar_tensor(1.0 / static_cast<double>(models.size()), {DType::f32, sum.device()}));
+    return sum.to(kCPU);
   };
-  return beam_search(scorer, src.shape()[0], model.config().tgt_vocab, bos, eos, options);
+  return beam_search(scorer, src.shape()[0], models[0]->config().tgt_vocab, bos, eos, options);
 }
 
-std::vector<std::vector<int64_t>> best_tokens(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
-                                              const BeamOptions& options) {
+std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
+                                                 const BeamOptions& options) {
+  return beam_search(std::vector<Transformer*>{&model}, src, bos, eos, options);
+}
+
+std::vector<std::vector<int64_t>> best_tokens(const std::vector<Transformer*>& models, const Tensor& src, int64_t bos,
+                                              int64_t eos, const BeamOptions& options) {
+  check_ensemble(models, "best_tokens");
   std::vector<std::vector<int64_t>> tokens;
-  if (options.beam != 1 || options.length_penalty != 0.0 || options.max_len < 1) {
-    for (auto& best : beam_search(model, src, bos, eos, options)) tokens.push_back(std::move(best[0].tokens));
+  if (models.size() > 1 || options.beam != 1 || options.length_penalty != 0.0 || options.max_len < 1) {
+    for (auto& best : beam_search(models, src, bos, eos, options)) tokens.push_back(std::move(best[0].tokens));
     return tokens;
   }
   // Beam 1 takes the top token at every step and ends a hypothesis at eos, or with
   // eos as its max_len-th token: greedy's first max_len - 1 tokens, then eos.
-  const Tensor ids = greedy_decode(model, src, bos, eos, options.max_len - 1).to(kCPU);
+  const Tensor ids = greedy_decode(*models[0], src, bos, eos, options.max_len - 1).to(kCPU);
   const int64_t width = ids.shape()[1];
   const std::vector<int64_t> flat = ids.to_vector<int64_t>();
   for (int64_t b = 0; b < ids.shape()[0]; ++b) {
@@ -290,6 +328,11 @@ std::vector<std::vector<int64_t>> best_tokens(Transformer& model, const Tensor& 
     if (row.empty() || row.back() != eos) row.push_back(eos);
   }
   return tokens;
+}
+
+std::vector<std::vector<int64_t>> best_tokens(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
+                                              const BeamOptions& options) {
+  return best_tokens(std::vector<Transformer*>{&model}, src, bos, eos, options);
 }
 
 std::vector<std::vector<Hypothesis>> beam_search_reference(Transformer& model, const Tensor& src, int64_t bos,

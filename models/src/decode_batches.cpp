@@ -8,16 +8,24 @@
 namespace loom::models {
 
 void decode_batches(Transformer& model, size_t count, int threads, const std::function<void(size_t)>& decode) {
-  PackedWeights packed(decoding_weights(model));
-  struct RestoreMode {
-    Transformer& model;
-    bool was_training;
-    ~RestoreMode() {
-      if (was_training) model.train();
+  decode_batches(std::vector<Transformer*>{&model}, count, threads, decode);
+}
+
+void decode_batches(const std::vector<Transformer*>& models, size_t count, int threads,
+                    const std::function<void(size_t)>& decode) {
+  LOOM_CHECK(!models.empty(), "decode_batches: no model to decode with");
+  PackedWeights packed(decoding_weights(models));
+  struct RestoreModes {
+    std::vector<Transformer*> were_training;
+    ~RestoreModes() {
+      for (Transformer* model : were_training) model->train();
     }
-  } restore{model, model.is_training()};
-  model.eval();
-  const bool cpu = model.parameters().front().device().is_cpu();
+  } restore;
+  for (Transformer* model : models) {
+    if (model->is_training()) restore.were_training.push_back(model);
+    model->eval();
+  }
+  const bool cpu = models[0]->parameters().front().device().is_cpu();
   const int workers = cpu ? static_cast<int>(std::min<size_t>(std::max(threads, 1), count)) : 1;
   if (workers <= 1) {
     for (size_t b = 0; b < count; ++b) decode(b);

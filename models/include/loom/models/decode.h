@@ -26,6 +26,7 @@ namespace loom::models {
 // the loop, `PackedWeights packed(decoding_weights(model));`, and they are packed
 // once. The translations are the same either way.
 std::vector<Tensor> decoding_weights(const Transformer& model);
+std::vector<Tensor> decoding_weights(const std::vector<Transformer*>& models);  // an ensemble's, all of them
 
 // Greedy decoding: starting from `bos`, appends the most likely next token
 // until every sentence has produced `eos` or max_len tokens. Returns [B, <= max_len + 1]
@@ -46,6 +47,9 @@ Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bo
 // results. The first error (or interrupt) of any worker is rethrown once all have
 // stopped.
 void decode_batches(Transformer& model, size_t count, int threads, const std::function<void(size_t)>& decode);
+// The same for an ensemble: every model's weights packed, every model in eval mode.
+void decode_batches(const std::vector<Transformer*>& models, size_t count, int threads,
+                    const std::function<void(size_t)>& decode);
 
 // Corpus BLEU (sacreBLEU's default) of greedy translations of `sources` (pieces,
 // without eos) against `references`, one each: a training run's validation score.
@@ -103,6 +107,12 @@ std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, 
 // (beam_search) or the whole decoder re-run over every live prefix (the reference).
 std::vector<std::vector<Hypothesis>> beam_search(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
                                                  const BeamOptions& options = {});
+// An ensemble (checkpoints of one run, or models trained apart, with one target
+// vocabulary): each model encodes the source and keeps its own decoder state, and
+// a prefix's next-token log-probabilities are the mean of the models' (as Marian
+// scores an ensemble with equal weights). One model: the search above, bit for bit.
+std::vector<std::vector<Hypothesis>> beam_search(const std::vector<Transformer*>& models, const Tensor& src,
+                                                 int64_t bos, int64_t eos, const BeamOptions& options = {});
 std::vector<std::vector<Hypothesis>> beam_search_reference(Transformer& model, const Tensor& src, int64_t bos,
                                                            int64_t eos, const BeamOptions& options = {});
 
@@ -111,5 +121,8 @@ std::vector<std::vector<Hypothesis>> beam_search_reference(Transformer& model, c
 // of the logits (no log-softmax over the vocabulary, no search), the same tokens.
 std::vector<std::vector<int64_t>> best_tokens(Transformer& model, const Tensor& src, int64_t bos, int64_t eos,
                                               const BeamOptions& options = {});
+// An ensemble's best tokens (always by the search: greedy decoding is one model's).
+std::vector<std::vector<int64_t>> best_tokens(const std::vector<Transformer*>& models, const Tensor& src, int64_t bos,
+                                              int64_t eos, const BeamOptions& options = {});
 
 }  // namespace loom::models
