@@ -34,9 +34,7 @@ void check_ensemble(const std::vector<Transformer*>& models, const char* what) {
                "{}: an ensemble's models must share the target vocabulary, got {} and {} entries", what,
                models[0]->config().tgt_vocab, model->config().tgt_vocab);
 }
-}  // namespace
 
-namespace {
 // Decoding builds no graph and runs the models in eval mode (no dropout); each
 // model's mode is restored afterwards, also when an error leaves early. The
 // decoders' weights are packed for the whole decoding (unless a caller's guard
