@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "loom/gradcheck.h"
@@ -51,6 +52,24 @@ TEST_CASE("Module: hierarchical names in registration order, counts, train/eval 
   CHECK(!stack.layers[1]->w_q.is_training());
   stack.train();
   CHECK(stack.layers[0]->w_o.is_training());
+}
+
+TEST_CASE("EvalModeGuard: eval mode for a scope, the training ones restored, also after an error") {
+  Stack training, evaluating;
+  evaluating.eval();
+  {
+    EvalModeGuard guard(std::vector<Module*>{&training, &evaluating});
+    CHECK(!training.layers[0]->w_q.is_training());
+    CHECK(!evaluating.is_training());
+  }
+  CHECK(training.layers[0]->w_q.is_training());
+  CHECK(!evaluating.layers[0]->w_q.is_training());  // was in eval mode: left there
+  try {
+    EvalModeGuard guard(training);
+    throw std::runtime_error("an error inside the scope");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(training.is_training());
 }
 
 TEST_CASE("Module: a name registered twice is an error; a shared parameter is listed once") {

@@ -16,17 +16,13 @@ AttentionMaps attention_maps(Transformer& model, const std::vector<int64_t>& src
     modules.push_back(&layer->cross_attn);
   }
   for (auto* m : modules) m->keep_weights(true);
-  const bool was_training = model.is_training();
-  model.eval();
-  struct Restore {  // also on an error: the model goes back to how it was
+  nn::EvalModeGuard eval(model);
+  struct StopKeeping {  // also on an error
     std::vector<nn::MultiHeadAttention*>& modules;
-    Transformer& model;
-    bool training;
-    ~Restore() {
+    ~StopKeeping() {
       for (auto* m : modules) m->keep_weights(false);
-      model.train(training);
     }
-  } restore{modules, model, was_training};
+  } stop_keeping{modules};
 
   NoGradGuard no_grad;
   const Device device = model.src_embed.weight.device();

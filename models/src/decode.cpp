@@ -35,32 +35,18 @@ void check_ensemble(const std::vector<Transformer*>& models, const char* what) {
                models[0]->config().tgt_vocab, model->config().tgt_vocab);
 }
 
-// Decoding builds no graph and runs the models in eval mode (no dropout); each
-// model's mode is restored afterwards, also when an error leaves early. The
-// decoders' weights are packed for the whole decoding (unless a caller's guard
-// already packed them).
+// Decoding builds no graph and runs the models in eval mode (no dropout), their
+// modes restored afterwards. The decoders' weights are packed for the whole
+// decoding (unless a caller's guard already packed them).
 class Inference {
  public:
-  explicit Inference(const std::vector<Transformer*>& models) : packed_(decoding_weights(models)) {
-    for (Transformer* model : models)
-      if (model->is_training()) {
-        model->eval();
-        was_training_.push_back(model);
-      }
-  }
+  explicit Inference(const std::vector<Transformer*>& models) : packed_(decoding_weights(models)), eval_(models) {}
   explicit Inference(Transformer& model) : Inference(std::vector<Transformer*>{&model}) {}
-  // Untouched when they were in eval mode already: threads decoding with one model
-  // (loom translate's workers) never write its mode.
-  ~Inference() {
-    for (Transformer* model : was_training_) model->train();
-  }
-  Inference(const Inference&) = delete;
-  Inference& operator=(const Inference&) = delete;
 
  private:
   NoGradGuard no_grad_;
   PackedWeights packed_;
-  std::vector<Transformer*> was_training_;
+  nn::EvalModeGuard eval_;
 };
 
 Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, int64_t width, int64_t pad, Device device) {

@@ -15,16 +15,7 @@ void decode_batches(const std::vector<Transformer*>& models, size_t count, int t
                     const std::function<void(size_t)>& decode) {
   LOOM_CHECK(!models.empty(), "decode_batches: no model to decode with");
   PackedWeights packed(decoding_weights(models));
-  struct RestoreModes {
-    std::vector<Transformer*> were_training;
-    ~RestoreModes() {
-      for (Transformer* model : were_training) model->train();
-    }
-  } restore;
-  for (Transformer* model : models) {
-    if (model->is_training()) restore.were_training.push_back(model);
-    model->eval();
-  }
+  nn::EvalModeGuard eval(models);
   const bool cpu = models[0]->parameters().front().device().is_cpu();
   const int workers = cpu ? static_cast<int>(std::min<size_t>(std::max(threads, 1), count)) : 1;
   if (workers <= 1) {

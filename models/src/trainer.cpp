@@ -249,7 +249,7 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
 
 double Trainer::evaluate(const std::vector<Batch>& batches) {
   NoGradGuard no_grad;
-  model_->eval();
+  nn::EvalModeGuard eval(*model_);
   double total = 0, tokens = 0;
   for (const auto& host_batch : batches) {
     const Batch b = on_device(host_batch, options_.device);
@@ -260,7 +260,6 @@ double Trainer::evaluate(const std::vector<Batch>& batches) {
              static_cast<double>(b.tgt_tokens);
     tokens += static_cast<double>(b.tgt_tokens);
   }
-  model_->train();
   return total / tokens;
 }
 

@@ -77,9 +77,8 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   meta["val_loss"] = fmt::format("{:.6f}", e.val_loss);
   if (hooks.validation_score) {
     NoGradGuard no_grad;
-    model_->eval();
+    nn::EvalModeGuard eval(*model_);
     e.val_score = hooks.validation_score(*model_);
-    model_->train();
     meta["val_score"] = fmt::format("{:.6f}", *e.val_score);
   }
   if (kept_count(options_) > 0) {

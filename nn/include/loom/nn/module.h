@@ -72,4 +72,30 @@ class Module {
   bool training_ = true;
 };
 
+// Eval mode (no dropout) for a scope, as inference wants: the modules that were
+// training go back to training mode at its end, also when an error leaves early.
+// Modules already in eval mode are never written, so threads that each hold a guard
+// over one shared model (loom translate's workers) do not race on its mode.
+class EvalModeGuard {
+ public:
+  template <typename M>
+  explicit EvalModeGuard(const std::vector<M*>& modules) {
+    for (M* module : modules) enter(module);
+  }
+  explicit EvalModeGuard(Module& module) { enter(&module); }
+  ~EvalModeGuard() {
+    for (Module* module : were_training_) module->train();
+  }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  void enter(Module* module) {
+    if (!module->is_training()) return;
+    module->eval();
+    were_training_.push_back(module);
+  }
+  std::vector<Module*> were_training_;
+};
+
 }  // namespace loom::nn
