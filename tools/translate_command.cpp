@@ -52,8 +52,7 @@ void run_translate(const TranslateOptions& o) {
     ensemble.back()->to(device);
   }
   models::Vocabulary& vocab = *folders.front().vocab;
-  models::Transformer& model = *ensemble.front();
-  int64_t max_len = model.config().max_len;  // the positional tables' shortest
+  int64_t max_len = ensemble.front()->config().max_len;  // the positional tables' shortest
   for (const models::Transformer* member : ensemble) max_len = std::min(max_len, member->config().max_len);
 
   std::vector<std::string> lines;
