@@ -33,4 +33,12 @@ ModelFolder load_model_folder(const std::string& dir, const std::string& command
   return folder;
 }
 
+void check_same_vocabulary(const ModelFolder& first, const ModelFolder& other, const std::string& command) {
+  const models::Vocabulary &a = *first.vocab, &b = *other.vocab;
+  bool same = a.size() == b.size();
+  for (int64_t id = 0; same && id < a.size(); ++id) same = a.piece(id) == b.piece(id);
+  LOOM_CHECK(same, "{}: an ensemble's models must share one vocabulary; '{}' and '{}' differ", command, a.path(),
+             b.path());
+}
+
 }  // namespace loom::tools

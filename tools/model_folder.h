@@ -17,4 +17,8 @@ struct ModelFolder {
 // Errors name `command` and the file at fault.
 ModelFolder load_model_folder(const std::string& dir, const std::string& command);
 
+// An ensemble decodes with one vocabulary: `other`'s pieces must be `first`'s, id
+// by id (the same pieces in, the same ids out), or the error names both files.
+void check_same_vocabulary(const ModelFolder& first, const ModelFolder& other, const std::string& command);
+
 }  // namespace loom::tools

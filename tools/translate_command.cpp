@@ -36,18 +36,9 @@ void run_translate(const TranslateOptions& o) {
   const Device device = parse_device(o.device);
   std::vector<ModelFolder> folders;
   std::vector<models::Transformer*> ensemble;
-  auto same_pieces = [](const models::Vocabulary& a, const models::Vocabulary& b) {
-    if (a.size() != b.size()) return false;
-    for (int64_t id = 0; id < a.size(); ++id)
-      if (a.piece(id) != b.piece(id)) return false;
-    return true;
-  };
   for (const std::string& dir : o.models) {
     folders.push_back(load_model_folder(dir, "translate"));
-    // One vocabulary for all: the same pieces in, the same ids out.
-    LOOM_CHECK(same_pieces(*folders.back().vocab, *folders.front().vocab),
-               "translate: an ensemble's models must share one vocabulary; '{}' and '{}' differ",
-               folders.front().vocab->path(), folders.back().vocab->path());
+    check_same_vocabulary(folders.front(), folders.back(), "translate");
     ensemble.push_back(folders.back().model.get());
     ensemble.back()->to(device);
   }

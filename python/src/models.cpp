@@ -23,23 +23,33 @@ struct Translator {
   // Beam search of one sentence at a time: a sentence's translation never depends on
   // which others share its batch (as in `loom translate`, which batches equal lengths).
   // On the CPU each thread translates whole sentences (models::decode_batches).
+  // With other folders, an ensemble: the mean of the models' log-probabilities.
   std::vector<std::string> translate(const std::vector<std::string>& sentences, int64_t beam, double alpha,
-                                     int64_t extra_len, int64_t horizon) {
-    models::Transformer& model = *folder.model;
+                                     int64_t extra_len, int64_t horizon, const std::vector<const Translator*>& others) {
+    std::vector<models::Transformer*> ensemble{folder.model.get()};
+    for (const Translator* other : others) {
+      LOOM_CHECK(other != nullptr, "ModelFolder.translate: ensemble holds None, not a model folder");
+      tools::check_same_vocabulary(folder, other->folder, "ModelFolder.translate");
+      ensemble.push_back(other->folder.model.get());
+    }
+    int64_t max_len = folder.model->config().max_len;  // the positional tables' shortest
+    for (const models::Transformer* member : ensemble) max_len = std::min(max_len, member->config().max_len);
     std::vector<std::vector<int64_t>> outputs(sentences.size());
     auto decode = [&](size_t i) {
       if (models::is_blank(sentences[i])) return;
       std::vector<int64_t> ids = folder.vocab->encode(sentences[i]);
-      ids.resize(std::min<size_t>(ids.size(), static_cast<size_t>(model.config().max_len - 1)));
+      ids.resize(std::min<size_t>(ids.size(), static_cast<size_t>(max_len - 1)));
       ids.push_back(models::Vocabulary::kEos);
       const int64_t length = static_cast<int64_t>(ids.size());
       Tensor src = from_vector(ids, {1, length});
-      const int64_t max_len = std::min<int64_t>(length + extra_len, model.config().max_len - 1);
+      const models::BeamOptions search{.beam = beam,
+                                       .length_penalty = alpha,
+                                       .max_len = std::min<int64_t>(length + extra_len, max_len - 1),
+                                       .horizon = horizon};
       outputs[i] = std::move(
-          models::best_tokens(model, src, models::Vocabulary::kBos, models::Vocabulary::kEos,
-                              {.beam = beam, .length_penalty = alpha, .max_len = max_len, .horizon = horizon})[0]);
+          models::best_tokens(ensemble, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search)[0]);
     };
-    models::decode_batches(model, sentences.size(), omp_get_max_threads(), decode);
+    models::decode_batches(ensemble, sentences.size(), omp_get_max_threads(), decode);
     std::vector<std::string> out;
     for (size_t i = 0; i < sentences.size(); ++i)
       out.push_back(models::is_blank(sentences[i]) ? std::string() : folder.vocab->decode(outputs[i]));
@@ -149,8 +159,11 @@ void bind_models(py::module_& m) {
       .def("encode", [](const Translator& t, const std::string& text) { return t.folder.vocab->encode(text); })
       .def("decode", [](const Translator& t, const std::vector<int64_t>& ids) { return t.folder.vocab->decode(ids); })
       .def("translate", &Translator::translate, py::arg("sentences"), py::arg("beam") = 4, py::arg("alpha") = 0.6,
-           py::arg("extra_len") = 50, py::arg("horizon") = models::BeamOptions{}.horizon, Release(),
-           "beam search, as `loom translate` (horizon: as its --horizon; 0: the exact stopping bound)")
+           py::arg("extra_len") = 50, py::arg("horizon") = models::BeamOptions{}.horizon,
+           py::arg("ensemble") = std::vector<const Translator*>{}, Release(),
+           "beam search, as `loom translate` (horizon: as its --horizon; 0: the exact stopping bound); ensemble: "
+           "other model folders with this one's vocabulary, decoded together (the mean of their log-probabilities, "
+           "as `loom translate --model A --model B`)")
       .def("attention", &Translator::attention, py::arg("source"), py::arg("target"),
            "every layer's attention weights [heads, queries, keys] and the pieces they are over");
   models_module.def(

@@ -58,8 +58,9 @@ def test_transformer_forward_and_backward():
 
 
 @pytest.fixture(scope="module")
-def trained_folder(tmp_path_factory):
-    """A tiny model trained by the loom command on a made-up corpus (LOOM names the binary)."""
+def corpus(tmp_path_factory):
+    """A made-up corpus in Multi30k's layout, and a function that trains a tiny model on it
+    with the loom command (LOOM names the binary)."""
     loom_binary = os.environ.get("LOOM")
     if not loom_binary:
         pytest.skip("LOOM (the loom binary) is not set; ctest sets it")
@@ -70,10 +71,18 @@ def trained_folder(tmp_path_factory):
         rows = [[(i * 7 + k * 3) % 15 for k in range(3 + i % 5)] for i in range(count)]
         (data / f"{split}.de").write_text("".join(" ".join(de[w] for w in r) + "\n" for r in rows))
         (data / f"{split}.en").write_text("".join(" ".join(en[w] for w in r) + "\n" for r in rows))
-    out = data / "run"
-    subprocess.run([loom_binary, "train", "--data", str(data), "--out", str(out), "--preset", "tiny", "--vocab", "60",
-                    "--max-steps", "8", "--warmup", "10", "--threads", "2"], check=True, capture_output=True)
-    return out
+
+    def train(name, *args):
+        out = data / name
+        subprocess.run([loom_binary, "train", "--data", str(data), "--out", str(out), "--preset", "tiny",
+                        "--warmup", "10", "--threads", "2", *args], check=True, capture_output=True)
+        return out
+    return train
+
+
+@pytest.fixture(scope="module")
+def trained_folder(corpus):
+    return corpus("run", "--vocab", "60", "--max-steps", "8")
 
 
 def test_a_trained_folder_translates_as_the_command_does(trained_folder):
@@ -89,6 +98,20 @@ def test_a_trained_folder_translates_as_the_command_does(trained_folder):
                             "--alpha", "1.4", "--horizon", "0"],
                            input="\n".join(sentences) + "\n", capture_output=True, text=True, check=True)
     assert exact.stdout.split("\n")[:3] == folder.translate(sentences, beam=2, alpha=1.4, horizon=0)
+
+
+def test_an_ensemble_translates_as_the_command_does(corpus, trained_folder):
+    other = corpus("run4", "--vocab", "60", "--max-steps", "4")  # the same pieces, other weights
+    folder = loom.models.load(str(trained_folder))
+    sentences = ["Hund Katze Mann", "", "Ball Haus rot", "Frau"]
+    together = folder.translate(sentences, beam=2, ensemble=[loom.models.load(str(other))])
+    command = subprocess.run([os.environ["LOOM"], "translate", "--model", str(trained_folder), "--model", str(other),
+                              "--beam", "2"],
+                             input="\n".join(sentences) + "\n", capture_output=True, text=True, check=True)
+    assert command.stdout.split("\n")[:4] == together
+    smaller = loom.models.load(str(corpus("run50", "--vocab", "50", "--max-steps", "2")))
+    with pytest.raises(loom.Error, match="ModelFolder.translate: an ensemble's models must share one vocabulary"):
+        folder.translate(sentences, ensemble=[smaller])
 
 
 def test_attention_maps_come_back_as_arrays(trained_folder):
