@@ -46,8 +46,8 @@ struct Translator {
                                        .length_penalty = alpha,
                                        .max_len = std::min<int64_t>(length + extra_len, max_len - 1),
                                        .horizon = horizon};
-      outputs[i] = std::move(
-          models::best_tokens(ensemble, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search)[0]);
+      outputs[i] =
+          std::move(models::best_tokens(ensemble, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search)[0]);
     };
     models::decode_batches(ensemble, sentences.size(), omp_get_max_threads(), decode);
     std::vector<std::string> out;
