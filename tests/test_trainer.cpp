@@ -332,6 +332,64 @@ TEST_CASE("checkpoints: every N steps, the last K kept, the best by validation l
         }).find("already holds 3 checkpoint(s) of another run") != std::string::npos);
 }
 
+TEST_CASE("--keep-every: weights-only snapshots kept among the last K, the same models as full checkpoints") {
+  const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
+  // A file's tensors by name, as float vectors (the metadata differs: a snapshot has no validation loss).
+  auto tensors_of = [](const std::string& path) {
+    std::map<std::string, std::vector<float>> out;
+    for (const auto& [name, t] : nn::load_safetensors(path).tensors) out[name] = t.contiguous().to_vector<float>();
+    return out;
+  };
+  auto kept_in = [](const std::string& dir) {
+    std::set<std::string> kept;
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.path().filename().string().starts_with("step-")) kept.insert(entry.path().filename().string());
+    return kept;
+  };
+  TrainerOptions o = small_run();
+  o.max_steps = 20;  // 14 updates an epoch
+  o.keep_last = 4;
+  o.average_last = 4;
+  TrainerOptions full = o, snapshots = o;
+  full.save_every = 3;
+  snapshots.keep_every = 3;
+  const std::string full_dir = run_folder("keep-full"), snap_dir = run_folder("keep-snapshots");
+  std::vector<int64_t> full_evaluated, snap_evaluated;
+  {
+    Trainer a(tiny_config(), full, train, val, full_dir);
+    TrainerHooks hooks;
+    hooks.evaluated = [&](const Evaluation& e) { full_evaluated.push_back(e.step); };
+    CHECK(a.run(hooks));
+    Trainer b(tiny_config(), snapshots, train, val, snap_dir);
+    hooks.evaluated = [&](const Evaluation& e) { snap_evaluated.push_back(e.step); };
+    CHECK(b.run(hooks));
+    CHECK(parameters_of(a) == parameters_of(b));  // snapshots do not change the training
+  }
+  CHECK(snap_evaluated == std::vector<int64_t>{14, 20});  // validation only at the epoch's end and the last step
+  CHECK(full_evaluated == std::vector<int64_t>{3, 6, 9, 12, 14, 15, 18, 20});
+  // The last 4 of 3, 6, 9, 12, 14, 15, 18, 20 in both, with the same weights.
+  const std::set<std::string> last4{"step-00000014.safetensors", "step-00000015.safetensors",
+                                    "step-00000018.safetensors", "step-00000020.safetensors"};
+  CHECK(kept_in(snap_dir) == last4);
+  CHECK(kept_in(full_dir) == last4);
+  for (const std::string& name : last4) CHECK(tensors_of(snap_dir + "/" + name) == tensors_of(full_dir + "/" + name));
+  CHECK(tensors_of(snap_dir + "/average/model.safetensors") == tensors_of(full_dir + "/average/model.safetensors"));
+  CHECK(nn::load_safetensors(snap_dir + "/step-00000018.safetensors").metadata.at("step") == "18");
+
+  // Kept models past the state's step (a run killed between a snapshot and its next
+  // state) are removed on resume: the resumed run writes its own.
+  fs::copy_file(snap_dir + "/step-00000018.safetensors", snap_dir + "/step-00000099.safetensors");
+  auto resumed = Trainer::resume(snap_dir, train, val, [](TrainerOptions& saved) { saved.max_steps = 21; });
+  CHECK_FALSE(fs::exists(snap_dir + "/step-00000099.safetensors"));
+  CHECK(fs::exists(snap_dir + "/step-00000020.safetensors"));
+
+  TrainerOptions alone = small_run();
+  alone.keep_every = 3;
+  CHECK(error_of([&] {
+          Trainer(tiny_config(), alone, train, val, run_folder("keep-alone"));
+        }).find("--keep-every 3 keeps snapshots among the last --keep-last") != std::string::npos);
+}
+
 TEST_CASE("best/ by a validation score (e.g. BLEU): the highest score, not the lowest loss, also across a resume") {
   const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
   TrainerOptions o = small_run();

@@ -158,6 +158,7 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd, int ranks) {
   may_change("--save-every", &T::save_every);
   may_change("--save-minutes", &T::save_minutes);
   may_change("--keep-last", &T::keep_last);
+  may_change("--keep-every", &T::keep_every);
   may_change("--average-last", &T::average_last);
   may_change("--reduce", &T::reduce);
   may_change("--shard-optimizer", &T::shard_optimizer);
@@ -460,6 +461,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--keep-last", t.keep_last, "keep the last K checkpoints as step-<N>.safetensors (0: none)")
       ->capture_default_str()
       ->check(in_range(0, 1 << 20));
+  cmd->add_option("--keep-every", t.keep_every,
+                  "also keep the weights every this many steps among the last K (step-<N>.safetensors; no validation "
+                  "or training state, so cheap: more models for --average-last); 0: off")
+      ->capture_default_str()
+      ->check(at_least(0));
   cmd->add_option("--average-last", t.average_last, "at the end, average the last K checkpoints into <out>/average")
       ->capture_default_str()
       ->check(in_range(0, 1 << 20));

@@ -42,8 +42,12 @@ void check_ranges(const TrainerOptions& o) {
              o.epochs, o.log_every, o.max_steps);
   LOOM_CHECK(o.cooldown_epochs >= 0 && o.cooldown_epochs <= static_cast<double>(o.epochs),
              "train: --cooldown-epochs must be in [0, --epochs {}], got {}", o.epochs, o.cooldown_epochs);
-  LOOM_CHECK(o.save_every >= 0 && o.save_minutes >= 0 && o.keep_last >= 0 && o.average_last >= 0,
-             "train: --save-every, --save-minutes, --keep-last and --average-last must be at least 0");
+  LOOM_CHECK(o.save_every >= 0 && o.save_minutes >= 0 && o.keep_last >= 0 && o.keep_every >= 0 && o.average_last >= 0,
+             "train: --save-every, --save-minutes, --keep-last, --keep-every and --average-last must be at least 0");
+  LOOM_CHECK(o.keep_every == 0 || o.keep_last > 0 || o.average_last > 0,
+             "train: --keep-every {} keeps snapshots among the last --keep-last (or --average-last) models; give one "
+             "of them",
+             o.keep_every);
   LOOM_CHECK(o.reduce == "auto" || o.reduce == "off" || o.reduce == "exact" || o.reduce == "fast",
              "train: --reduce must be exact, fast or off, got '{}'", o.reduce);
   LOOM_CHECK(o.average_last != 1, "train: --average-last 1 averages nothing; give 0 (off) or at least 2");
@@ -345,7 +349,10 @@ bool Trainer::run(const TrainerHooks& hooks) {
           options_.save_minutes > 0 &&
           any_rank(std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_).count() >=
                    options_.save_minutes * 60);
-      if ((by_steps || by_time) && batch_in_epoch_ < count) save_checkpoint(hooks, false);
+      if ((by_steps || by_time) && batch_in_epoch_ < count)
+        save_checkpoint(hooks, false);  // kept too, when any are
+      else if (options_.keep_every > 0 && step_ % options_.keep_every == 0 && batch_in_epoch_ < count)
+        keep_snapshot();  // (an epoch's end keeps its checkpoint below)
       if (stop_requested(hooks)) {
         check_finite_parameters("interrupted");
         const Moments moments = optimizer_moments();  // a collective when sharded

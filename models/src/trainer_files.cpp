@@ -23,8 +23,8 @@ using nlohmann::json;
 // With defaults: a state saved before `reduce` existed reads as "auto".
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainerOptions, max_tokens, max_len, accum, warmup, lr_factor,
                                                 label_smoothing, clip, seed, reduce, epochs, max_steps, cooldown_epochs,
-                                                log_every, save_every, save_minutes, keep_last, average_last,
-                                                shard_optimizer)
+                                                log_every, save_every, save_minutes, keep_last, keep_every,
+                                                average_last, shard_optimizer)
 
 std::string TrainerOptions::to_json() const { return json(*this).dump(); }
 
@@ -108,6 +108,17 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   save_state(moments);
   last_save_time_ = std::chrono::steady_clock::now();
   if (hooks.evaluated) hooks.evaluated(e);
+}
+
+void Trainer::keep_snapshot() {
+  if (!is_main_rank()) return;  // the others' parameters are the same bits
+  check_finite_parameters("snapshot");
+  nn::Metadata meta(metadata_.begin(), metadata_.end());
+  meta["config"] = config_.to_json();
+  meta["step"] = std::to_string(step_);
+  meta["epoch"] = std::to_string(epoch_);
+  nn::save(*model_, (fs::path(out_) / kept_name(step_)).string(), meta);
+  prune_kept();
 }
 
 void Trainer::prune_kept() {
@@ -268,6 +279,12 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::vector<Enc
     fail("train: cannot read the training state '{}': {}", path, e.what());
   }
   t->last_saved_ = fmt::format("'{}' keeps step {}", path, t->step_);
+  // Kept models past the state's step are from a run killed after writing them and
+  // before its next state: this run takes those steps again (with its own options),
+  // and only its models may be averaged.
+  if (t->is_main_rank())
+    for (const auto& [step, file] : kept_checkpoints(out))
+      if (step > t->step_) fs::remove(file);
   return t;
 }
 

@@ -58,10 +58,14 @@ struct TrainerOptions {
   // The Noam rate scaled down linearly to ~0 over the last this-many epochs of `epochs`
   // (0: off); a resume with more --epochs moves the cool-down to the new end.
   double cooldown_epochs = 0;
-  int64_t log_every = 100;   // steps per window of the reported mean loss
-  int64_t save_every = 0;    // steps between checkpoints (0: at each epoch's end only)
-  double save_minutes = 0;   // minutes between checkpoints (0: off)
-  int64_t keep_last = 0;     // step-<N>.safetensors files kept (at least average_last)
+  int64_t log_every = 100;  // steps per window of the reported mean loss
+  int64_t save_every = 0;   // steps between checkpoints (0: at each epoch's end only)
+  double save_minutes = 0;  // minutes between checkpoints (0: off)
+  int64_t keep_last = 0;    // step-<N>.safetensors files kept (at least average_last)
+  // Steps between weights-only snapshots kept as step-<N>.safetensors among those
+  // (0: off): more models to average, each a file write, with no validation and no
+  // training state (a resume starts from the last checkpoint and writes them again).
+  int64_t keep_every = 0;
   int64_t average_last = 0;  // at the end, average the last K kept models into average/ (0: off)
   // Data-parallel runs: each rank keeps Adam's moments for 1/N of the parameters
   // (ZeRO stage 1) and updates those; the same bits as unsharded, less memory.
@@ -207,6 +211,7 @@ class Trainer {
   void check_finite_parameters(const char* when) const;
   [[noreturn]] void diverged(const std::string& what, int64_t step, double value) const;
   void prune_kept();
+  void keep_snapshot();  // the weights alone as a kept step-<N> file (keep_every)
   void write_average(const TrainerHooks& hooks);
 
   TransformerConfig config_;
