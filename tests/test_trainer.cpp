@@ -92,6 +92,14 @@ TrainerHooks recording(Record& r) {
   return h;
 }
 
+// The kept step-<N>.safetensors files of a run folder, by name.
+std::set<std::string> kept_files(const std::string& dir) {
+  std::set<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().filename().string().starts_with("step-")) kept.insert(entry.path().filename().string());
+  return kept;
+}
+
 std::vector<std::vector<float>> parameters_of(Trainer& t) {
   std::vector<std::vector<float>> out;
   for (const Tensor& p : t.model().parameters()) out.push_back(p.detach().contiguous().to_vector<float>());
@@ -308,9 +316,7 @@ TEST_CASE("checkpoints: every N steps, the last K kept, the best by validation l
   }
   REQUIRE(saved_steps.size() >= 6);  // 4, 8, ..., 20, the epoch ends, and the last step
   CHECK(saved_steps.back() == 23);
-  std::set<std::string> kept;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.path().filename().string().starts_with("step-")) kept.insert(entry.path().filename().string());
+  const std::set<std::string> kept = kept_files(dir);
   const size_t n = saved_steps.size();
   CHECK(kept == std::set<std::string>{fmt::format("step-{:08d}.safetensors", saved_steps[n - 3]),
                                       fmt::format("step-{:08d}.safetensors", saved_steps[n - 2]),
@@ -340,12 +346,6 @@ TEST_CASE("--keep-every: weights-only snapshots kept among the last K, the same 
     for (const auto& [name, t] : nn::load_safetensors(path).tensors) out[name] = t.contiguous().to_vector<float>();
     return out;
   };
-  auto kept_in = [](const std::string& dir) {
-    std::set<std::string> kept;
-    for (const auto& entry : fs::directory_iterator(dir))
-      if (entry.path().filename().string().starts_with("step-")) kept.insert(entry.path().filename().string());
-    return kept;
-  };
   TrainerOptions o = small_run();
   o.max_steps = 20;  // 14 updates an epoch
   o.keep_last = 4;
@@ -370,8 +370,8 @@ TEST_CASE("--keep-every: weights-only snapshots kept among the last K, the same 
   // The last 4 of 3, 6, 9, 12, 14, 15, 18, 20 in both, with the same weights.
   const std::set<std::string> last4{"step-00000014.safetensors", "step-00000015.safetensors",
                                     "step-00000018.safetensors", "step-00000020.safetensors"};
-  CHECK(kept_in(snap_dir) == last4);
-  CHECK(kept_in(full_dir) == last4);
+  CHECK(kept_files(snap_dir) == last4);
+  CHECK(kept_files(full_dir) == last4);
   for (const std::string& name : last4) CHECK(tensors_of(snap_dir + "/" + name) == tensors_of(full_dir + "/" + name));
   CHECK(tensors_of(snap_dir + "/average/model.safetensors") == tensors_of(full_dir + "/average/model.safetensors"));
   CHECK(nn::load_safetensors(snap_dir + "/step-00000018.safetensors").metadata.at("step") == "18");

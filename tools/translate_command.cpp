@@ -43,8 +43,7 @@ void run_translate(const TranslateOptions& o) {
     ensemble.back()->to(device);
   }
   models::Vocabulary& vocab = *folders.front().vocab;
-  int64_t max_len = ensemble.front()->config().max_len;  // the positional tables' shortest
-  for (const models::Transformer* member : ensemble) max_len = std::min(max_len, member->config().max_len);
+  const int64_t max_len = models::shortest_max_len(ensemble);
 
   std::vector<std::string> lines;
   if (o.input.empty()) {

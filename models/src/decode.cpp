@@ -26,6 +26,13 @@ std::vector<Tensor> decoding_weights(const std::vector<Transformer*>& models) {
   return weights;
 }
 
+int64_t shortest_max_len(const std::vector<Transformer*>& models) {
+  LOOM_CHECK(!models.empty(), "shortest_max_len: no model");
+  int64_t max_len = models[0]->config().max_len;
+  for (const Transformer* model : models) max_len = std::min(max_len, model->config().max_len);
+  return max_len;
+}
+
 namespace {
 void check_ensemble(const std::vector<Transformer*>& models, const char* what) {
   LOOM_CHECK(!models.empty(), "{}: no model to decode with", what);

@@ -70,10 +70,7 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   e.val_loss = evaluate(val_batches_);
   if (!std::isfinite(e.val_loss)) diverged("the validation loss", step_, e.val_loss);
   check_finite_parameters("checkpoint");
-  nn::Metadata meta(metadata_.begin(), metadata_.end());
-  meta["config"] = config_.to_json();
-  meta["step"] = std::to_string(step_);
-  meta["epoch"] = std::to_string(e.epoch);
+  nn::Metadata meta = model_metadata(e.epoch);
   meta["val_loss"] = fmt::format("{:.6f}", e.val_loss);
   if (hooks.validation_score) {
     NoGradGuard no_grad;
@@ -81,10 +78,7 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
     e.val_score = hooks.validation_score(*model_);
     meta["val_score"] = fmt::format("{:.6f}", *e.val_score);
   }
-  if (kept_count(options_) > 0) {
-    nn::save(*model_, (fs::path(out_) / kept_name(step_)).string(), meta);
-    prune_kept();
-  }
+  if (kept_count(options_) > 0) keep_model(meta);
   const std::string latest = (fs::path(out_) / "model.safetensors").string();
   nn::save(*model_, latest, meta);
   e.saved = latest;
@@ -110,13 +104,21 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   if (hooks.evaluated) hooks.evaluated(e);
 }
 
-void Trainer::keep_snapshot() {
-  if (!is_main_rank()) return;  // the others' parameters are the same bits
-  check_finite_parameters("snapshot");
+nn::Metadata Trainer::model_metadata(int64_t epoch) const {
   nn::Metadata meta(metadata_.begin(), metadata_.end());
   meta["config"] = config_.to_json();
   meta["step"] = std::to_string(step_);
-  meta["epoch"] = std::to_string(epoch_);
+  meta["epoch"] = std::to_string(epoch);
+  return meta;
+}
+
+void Trainer::keep_snapshot() {
+  if (!is_main_rank()) return;  // the others' parameters are the same bits
+  check_finite_parameters("snapshot");
+  keep_model(model_metadata(epoch_));
+}
+
+void Trainer::keep_model(const nn::Metadata& meta) {
   nn::save(*model_, (fs::path(out_) / kept_name(step_)).string(), meta);
   prune_kept();
 }

@@ -32,8 +32,7 @@ struct Translator {
       tools::check_same_vocabulary(folder, other->folder, "ModelFolder.translate");
       ensemble.push_back(other->folder.model.get());
     }
-    int64_t max_len = folder.model->config().max_len;  // the positional tables' shortest
-    for (const models::Transformer* member : ensemble) max_len = std::min(max_len, member->config().max_len);
+    const int64_t max_len = models::shortest_max_len(ensemble);
     std::vector<std::vector<int64_t>> outputs(sentences.size());
     auto decode = [&](size_t i) {
       if (models::is_blank(sentences[i])) return;

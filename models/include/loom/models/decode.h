@@ -125,4 +125,7 @@ std::vector<std::vector<int64_t>> best_tokens(Transformer& model, const Tensor& 
 std::vector<std::vector<int64_t>> best_tokens(const std::vector<Transformer*>& models, const Tensor& src, int64_t bos,
                                               int64_t eos, const BeamOptions& options = {});
 
+// The longest sequence (source + eos, or target prefix) every model's positional table holds.
+int64_t shortest_max_len(const std::vector<Transformer*>& models);
+
 }  // namespace loom::models

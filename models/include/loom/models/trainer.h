@@ -33,6 +33,7 @@
 #include "loom/dist/gradient_reducer.h"
 #include "loom/models/data.h"
 #include "loom/models/transformer.h"
+#include "loom/nn/checkpoint.h"
 #include "loom/optim.h"
 
 namespace loom::models {
@@ -210,6 +211,9 @@ class Trainer {
   void save_state(const Moments& moments);
   void check_finite_parameters(const char* when) const;
   [[noreturn]] void diverged(const std::string& what, int64_t step, double value) const;
+  // What every saved model carries: the run's metadata (vocabulary, ...), the configuration, the step and `epoch`.
+  nn::Metadata model_metadata(int64_t epoch) const;
+  void keep_model(const nn::Metadata& meta);  // as step-<N>.safetensors, the oldest beyond the last K removed
   void prune_kept();
   void keep_snapshot();  // the weights alone as a kept step-<N> file (keep_every)
   void write_average(const TrainerHooks& hooks);
