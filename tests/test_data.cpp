@@ -75,7 +75,9 @@ TEST_CASE("Vocabulary: trained here, special ids fixed, encode/decode round trip
   std::remove((prefix + ".vocab").c_str());
 }
 
-TEST_CASE("make_batches: within the token budget, every pair once, shifted targets, the same batches for a seed") {
+TEST_CASE(
+    "make_batches: within the token budget, every pair once, shifted targets, the same batches for a seed, either "
+    "grouping") {
   std::vector<EncodedPair> pairs;
   for (int64_t i = 0; i < 200; ++i) {
     EncodedPair p;
@@ -84,9 +86,12 @@ TEST_CASE("make_batches: within the token budget, every pair once, shifted targe
     pairs.push_back(p);
   }
   pairs.push_back({std::vector<int64_t>(100, 5), {6}});  // too long: dropped
+  Grouping grouping = Grouping::fixed;
+  SUBCASE("the same groups at every call") {}
+  SUBCASE("groups drawn at every call") { grouping = Grouping::drawn; }
   Generator gen(7), again(7);
-  std::vector<Batch> batches = make_batches(pairs, 256, 64, gen);
-  std::vector<Batch> same = make_batches(pairs, 256, 64, again);
+  std::vector<Batch> batches = make_batches(pairs, 256, 64, gen, grouping);
+  std::vector<Batch> same = make_batches(pairs, 256, 64, again, grouping);
   REQUIRE(batches.size() == same.size());
   int64_t sentences = 0, tgt_tokens = 0;
   std::multiset<std::vector<int64_t>> seen;
@@ -117,4 +122,49 @@ TEST_CASE("make_batches: within the token budget, every pair once, shifted targe
   }
   CHECK(seen == expected);
   CHECK(tgt_tokens == expected_tokens);
+}
+
+namespace {
+// The sentences (by their first source piece) that share each batch.
+std::multiset<std::set<int64_t>> companions(const std::vector<Batch>& batches) {
+  std::multiset<std::set<int64_t>> groups;
+  for (const Batch& batch : batches) {
+    const auto src = batch.src.to_vector<int64_t>();
+    const int64_t rows = batch.src.shape()[0], S = batch.src.shape()[1];
+    std::set<int64_t> group;
+    for (int64_t r = 0; r < rows; ++r) group.insert(src[r * S]);
+    groups.insert(group);
+  }
+  return groups;
+}
+}  // namespace
+
+TEST_CASE("make_batches: Grouping::drawn changes the batches' companions at every call; fixed keeps them") {
+  // 12 length pairs, each shared by ~25 sentences: ties the drawn order decides.
+  std::vector<EncodedPair> pairs;
+  for (int64_t i = 0; i < 300; ++i) {
+    EncodedPair p;
+    p.src.push_back(100 + i);  // names the sentence
+    for (int64_t k = 0; k < 2 + i % 4; ++k) p.src.push_back(10 + k);
+    for (int64_t k = 0; k < 2 + i % 3; ++k) p.tgt.push_back(10 + k);
+    pairs.push_back(p);
+  }
+  Generator gen(3), again(3);
+  const auto fixed = companions(make_batches(pairs, 64, 32, gen));
+  CHECK(companions(make_batches(pairs, 64, 32, gen)) == fixed);  // a later offset: the same groups
+  CHECK(count_batches(pairs, 64, 32) == static_cast<int64_t>(fixed.size()));
+  const auto drawn = companions(make_batches(pairs, 64, 32, gen, Grouping::drawn));
+  const auto next = companions(make_batches(pairs, 64, 32, gen, Grouping::drawn));
+  CHECK(drawn != fixed);
+  CHECK(next != drawn);
+  for (const auto* groups : {&drawn, &next}) {  // every sentence once
+    std::set<int64_t> all;
+    size_t count = 0;
+    for (const auto& group : *groups) all.insert(group.begin(), group.end()), count += group.size();
+    CHECK(all.size() == 300);
+    CHECK(count == 300);
+  }
+  // The same seed and offset draw the same groups.
+  for (int call = 0; call < 2; ++call) make_batches(pairs, 64, 32, again);
+  CHECK(companions(make_batches(pairs, 64, 32, again, Grouping::drawn)) == drawn);
 }

@@ -170,6 +170,33 @@ TEST_CASE("a run stopped mid-epoch and resumed makes the same updates, bit for b
   CHECK(final_params[0] == final_params[1]);
 }
 
+TEST_CASE("--regroup-batches: each epoch's batches grouped anew, the same bits across a resume") {
+  const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
+  TrainerOptions o = small_run();
+  o.max_steps = 30;  // 14 batches an epoch: into the 3rd
+  o.regroup_batches = true;
+  Record fixed, straight, resumed;
+  TrainerOptions same_batches = o;
+  same_batches.regroup_batches = false;
+  CHECK(Trainer(tiny_config(), same_batches, train, val, run_folder("fixed_groups")).run(recording(fixed)));
+  Trainer a(tiny_config(), o, train, val, run_folder("regrouped"));
+  CHECK(a.run(recording(straight)));
+  CHECK(straight.losses.size() == fixed.losses.size());
+  CHECK(straight.losses != fixed.losses);  // other batches from the first epoch on
+
+  const std::string dir = run_folder("regrouped_stopped");
+  {
+    TrainerOptions first = o;
+    first.max_steps = 17;  // stopped in the 2nd epoch, whose groups the resume must draw again
+    CHECK(Trainer(tiny_config(), first, train, val, dir).run(recording(resumed)));
+  }
+  auto b = Trainer::resume(dir, train, val, [](TrainerOptions& saved) { saved.max_steps = 30; });
+  CHECK(b->options().regroup_batches);  // kept in the training state
+  CHECK(b->run(recording(resumed)));
+  CHECK(resumed.losses == straight.losses);
+  CHECK(parameters_of(*b) == parameters_of(a));
+}
+
 TEST_CASE("--cooldown-epochs: Noam's rate until the last epochs, then down linearly to 1/N of it, across a resume") {
   const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
   TrainerOptions o = small_run();

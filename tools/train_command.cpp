@@ -75,7 +75,8 @@ std::map<std::string, std::string> fixed_flags(const TrainOptions& o) {
           {"--lr-factor", fmt::format("{}", o.t.lr_factor)},
           {"--label-smoothing", fmt::format("{}", o.t.label_smoothing)},
           {"--clip", fmt::format("{}", o.t.clip)},
-          {"--seed", std::to_string(o.t.seed)}};
+          {"--seed", std::to_string(o.t.seed)},
+          {"--regroup-batches", o.t.regroup_batches ? "true" : "false"}};
 }
 
 // Refused before reading anything: an --out that is a file, or a folder loom
@@ -420,6 +421,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--clip", t.clip, "clip the global gradient norm to this (0: off)")
       ->capture_default_str()
       ->check(in_range(0, 1e6));
+  cmd->add_flag("--regroup-batches", t.regroup_batches,
+                "group each epoch's batches anew (sentences of equal lengths in a drawn order, so batch companions "
+                "change) instead of the same batches in a new order");
   cmd->add_option("--dropout", o->dropout, "residual dropout, and the default of the two below (default: the preset's)")
       ->check(in_range(0, 1, true));
   cmd->add_option("--attention-dropout", o->attention_dropout, "dropout on attention weights (default: --dropout)")

@@ -153,13 +153,20 @@ bool fits(const EncodedPair& pair, int64_t max_len) {
   return static_cast<int64_t>(std::max(pair.src.size(), pair.tgt.size())) + 1 <= max_len;
 }
 
-std::vector<Batch> make_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len,
-                                Generator& gen) {
-  LOOM_CHECK(max_tokens > max_len, "make_batches: max_tokens {} must exceed max_len {}", max_tokens, max_len);
-  std::vector<size_t> order;
-  for (size_t i = 0; i < pairs.size(); ++i)
-    if (fits(pairs[i], max_len)) order.push_back(i);
-  // Similar lengths together (fewer pads); ties by position, so the grouping is fixed.
+namespace {
+// Fisher-Yates on Philox uniforms: the same draws for a generator's seed and offset.
+template <typename T>
+void shuffle(std::vector<T>& items, Generator& gen) {
+  if (items.size() < 2) return;
+  auto u = rand({static_cast<int64_t>(items.size())}, {DType::f64}, gen).to_vector<double>();
+  for (size_t i = items.size() - 1; i > 0; --i) std::swap(items[i], items[static_cast<size_t>(u[i] * (i + 1))]);
+}
+
+// The pairs that fit, by length (source, then target), split into groups of at most
+// max_tokens padded tokens. Pairs of equal lengths keep their order in `order`.
+std::vector<std::vector<size_t>> group_by_length(const std::vector<EncodedPair>& pairs, std::vector<size_t> order,
+                                                 int64_t max_tokens, int64_t max_len) {
+  std::erase_if(order, [&](size_t i) { return !fits(pairs[i], max_len); });
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return std::pair(pairs[a].src.size(), pairs[a].tgt.size()) < std::pair(pairs[b].src.size(), pairs[b].tgt.size());
   });
@@ -174,11 +181,29 @@ std::vector<Batch> make_batches(const std::vector<EncodedPair>& pairs, int64_t m
     groups.back().push_back(i);
     longest = std::max(longest, len);
   }
-  // Shuffle the batches (not within them): Fisher-Yates on Philox uniforms.
-  if (groups.size() > 1) {
-    auto u = rand({static_cast<int64_t>(groups.size())}, {DType::f64}, gen).to_vector<double>();
-    for (size_t i = groups.size() - 1; i > 0; --i) std::swap(groups[i], groups[static_cast<size_t>(u[i] * (i + 1))]);
-  }
+  return groups;
+}
+
+std::vector<size_t> corpus_order(size_t count) {
+  std::vector<size_t> order(count);
+  std::iota(order.begin(), order.end(), size_t{0});
+  return order;
+}
+}  // namespace
+
+int64_t count_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len) {
+  return static_cast<int64_t>(group_by_length(pairs, corpus_order(pairs.size()), max_tokens, max_len).size());
+}
+
+std::vector<Batch> make_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len,
+                                Generator& gen, Grouping grouping) {
+  LOOM_CHECK(max_tokens > max_len, "make_batches: max_tokens {} must exceed max_len {}", max_tokens, max_len);
+  std::vector<size_t> order = corpus_order(pairs.size());
+  // Regrouped: pairs of equal lengths meet in a drawn order, so batch boundaries and
+  // companions change from one call to the next.
+  if (grouping == Grouping::drawn) shuffle(order, gen);
+  std::vector<std::vector<size_t>> groups = group_by_length(pairs, std::move(order), max_tokens, max_len);
+  shuffle(groups, gen);  // the batches' order (not within them)
   std::vector<Batch> batches;
   for (const auto& group : groups) {
     const int64_t b = static_cast<int64_t>(group.size());

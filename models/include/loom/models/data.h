@@ -73,11 +73,21 @@ struct EncodedPair {
 // Whether both sides fit in max_len positions (pieces + eos or bos): the pairs make_batches keeps.
 bool fits(const EncodedPair& pair, int64_t max_len);
 
+// How make_batches forms its groups: `fixed`, the same batches at every call (pairs
+// of equal lengths in corpus order), or `drawn` from `gen` as well (pairs of equal
+// lengths in a random order first, so the batches' companions change, as Marian's
+// shuffled corpus does).
+enum class Grouping { fixed, drawn };
+
 // Groups pairs of similar length into batches whose padded size (sentences x
 // longest side + 1) stays within `max_tokens`, in an order shuffled by `gen`
 // (the same seed gives the same batches). Pairs longer than max_len on either
 // side are dropped.
 std::vector<Batch> make_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len,
-                                Generator& gen);
+                                Generator& gen, Grouping grouping = Grouping::fixed);
+
+// How many batches make_batches forms with Grouping::fixed (drawn groupings differ
+// by a few).
+int64_t count_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len);
 
 }  // namespace loom::models

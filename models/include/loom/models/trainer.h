@@ -48,6 +48,9 @@ struct TrainerOptions {
   double label_smoothing = 0.1;
   double clip = 0;    // global gradient-norm clipping (0: off)
   uint64_t seed = 1;  // initialization and dropout (one stream), batch order (another)
+  // Each epoch's batches grouped anew (pairs of equal lengths meet in a drawn order:
+  // Grouping::drawn) instead of the same batches in a new order.
+  bool regroup_batches = false;
   // How an update's micro-batch gradients are summed: "off" (backward after backward
   // into .grad, one process only: the historical bits), "exact" (a fixed tree over the
   // global micro-batch index, dropout keyed by it: the same bits at any world size),
