@@ -417,6 +417,33 @@ TEST_CASE("--keep-every: weights-only snapshots kept among the last K, the same 
         }).find("--keep-every 3 keeps snapshots among the last --keep-last") != std::string::npos);
 }
 
+TEST_CASE("--keep-per-epoch: snapshots at evenly spaced points of each epoch, its end one of them") {
+  const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
+  TrainerOptions o = small_run();
+  o.max_steps = 30;  // 14 updates an epoch: thirds end after 5, 10 and 14 of them
+  o.keep_last = 10;
+  o.keep_per_epoch = 3;
+  const std::string dir = run_folder("keep-per-epoch");
+  std::vector<int64_t> evaluated;
+  Trainer a(tiny_config(), o, train, val, dir);
+  TrainerHooks hooks;
+  hooks.evaluated = [&](const Evaluation& e) { evaluated.push_back(e.step); };
+  CHECK(a.run(hooks));
+  CHECK(evaluated == std::vector<int64_t>{14, 28, 30});
+  std::set<std::string> expected;
+  for (int64_t step : {5, 10, 14, 19, 24, 28, 30}) expected.insert(fmt::format("step-{:08d}.safetensors", step));
+  CHECK(kept_files(dir) == expected);
+
+  TrainerOptions both = o, alone = small_run();
+  both.keep_every = 4;
+  alone.keep_per_epoch = 2;
+  CHECK(error_of([&] { Trainer(tiny_config(), both, train, val, run_folder("keep-both")); }) ==
+        "train: --keep-every 4 and --keep-per-epoch 3 both place snapshots; give one");
+  CHECK(error_of([&] {
+          Trainer(tiny_config(), alone, train, val, run_folder("keep-per-epoch-alone"));
+        }).find("--keep-per-epoch 2 keeps snapshots among the last --keep-last") != std::string::npos);
+}
+
 TEST_CASE("best/ by a validation score (e.g. BLEU): the highest score, not the lowest loss, also across a resume") {
   const auto train = copy_pairs(120, 7), val = copy_pairs(16, 8);
   TrainerOptions o = small_run();

@@ -160,6 +160,7 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd, int ranks) {
   may_change("--save-minutes", &T::save_minutes);
   may_change("--keep-last", &T::keep_last);
   may_change("--keep-every", &T::keep_every);
+  may_change("--keep-per-epoch", &T::keep_per_epoch);
   may_change("--average-last", &T::average_last);
   may_change("--reduce", &T::reduce);
   may_change("--shard-optimizer", &T::shard_optimizer);
@@ -468,6 +469,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--keep-every", t.keep_every,
                   "also keep the weights every this many steps among the last K (step-<N>.safetensors; no validation "
                   "or training state, so cheap: more models for --average-last); 0: off")
+      ->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--keep-per-epoch", t.keep_per_epoch,
+                  "or keep the weights at this many evenly spaced points of each epoch, its end one of them (2: the "
+                  "middle and the end, whatever an epoch's steps); 0: off")
       ->capture_default_str()
       ->check(at_least(0));
   cmd->add_option("--average-last", t.average_last, "at the end, average the last K checkpoints into <out>/average")

@@ -42,12 +42,18 @@ void check_ranges(const TrainerOptions& o) {
              o.epochs, o.log_every, o.max_steps);
   LOOM_CHECK(o.cooldown_epochs >= 0 && o.cooldown_epochs <= static_cast<double>(o.epochs),
              "train: --cooldown-epochs must be in [0, --epochs {}], got {}", o.epochs, o.cooldown_epochs);
-  LOOM_CHECK(o.save_every >= 0 && o.save_minutes >= 0 && o.keep_last >= 0 && o.keep_every >= 0 && o.average_last >= 0,
-             "train: --save-every, --save-minutes, --keep-last, --keep-every and --average-last must be at least 0");
-  LOOM_CHECK(o.keep_every == 0 || o.keep_last > 0 || o.average_last > 0,
-             "train: --keep-every {} keeps snapshots among the last --keep-last (or --average-last) models; give one "
-             "of them",
-             o.keep_every);
+  LOOM_CHECK(o.save_every >= 0 && o.save_minutes >= 0 && o.keep_last >= 0 && o.keep_every >= 0 &&
+                 o.keep_per_epoch >= 0 && o.average_last >= 0,
+             "train: --save-every, --save-minutes, --keep-last, --keep-every, --keep-per-epoch and --average-last must "
+             "be at least 0");
+  LOOM_CHECK(o.keep_every == 0 || o.keep_per_epoch == 0,
+             "train: --keep-every {} and --keep-per-epoch {} both place snapshots; give one", o.keep_every,
+             o.keep_per_epoch);
+  const auto [flag, value] =
+      o.keep_every > 0 ? std::pair("--keep-every", o.keep_every) : std::pair("--keep-per-epoch", o.keep_per_epoch);
+  LOOM_CHECK(value == 0 || o.keep_last > 0 || o.average_last > 0,
+             "train: {} {} keeps snapshots among the last --keep-last (or --average-last) models; give one of them",
+             flag, value);
   LOOM_CHECK(o.reduce == "auto" || o.reduce == "off" || o.reduce == "exact" || o.reduce == "fast",
              "train: --reduce must be exact, fast or off, got '{}'", o.reduce);
   LOOM_CHECK(o.average_last != 1, "train: --average-last 1 averages nothing; give 0 (off) or at least 2");
@@ -294,6 +300,13 @@ bool Trainer::stop_requested(const TrainerHooks& hooks) {
   return any_rank(hooks.stop && hooks.stop->load());
 }
 
+bool Trainer::snapshot_due(int64_t before, int64_t after, int64_t count) const {
+  if (after >= count) return false;
+  if (options_.keep_every > 0) return step_ % options_.keep_every == 0;
+  const int64_t k = options_.keep_per_epoch;
+  return k > 1 && after * k / count > before * k / count;  // crossed one of the points j * count / k
+}
+
 bool Trainer::run(const TrainerHooks& hooks) {
   auto say = [&](const std::string& text) {
     if (hooks.message) hooks.message(text);
@@ -353,8 +366,8 @@ bool Trainer::run(const TrainerHooks& hooks) {
                    options_.save_minutes * 60);
       if ((by_steps || by_time) && batch_in_epoch_ < count)
         save_checkpoint(hooks, false);  // kept too, when any are
-      else if (options_.keep_every > 0 && step_ % options_.keep_every == 0 && batch_in_epoch_ < count)
-        keep_snapshot();  // (an epoch's end keeps its checkpoint below)
+      else if (snapshot_due(batch_in_epoch_ - n, batch_in_epoch_, count))
+        keep_snapshot();
       if (stop_requested(hooks)) {
         check_finite_parameters("interrupted");
         const Moments moments = optimizer_moments();  // a collective when sharded

@@ -24,7 +24,7 @@ using nlohmann::json;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainerOptions, max_tokens, max_len, accum, warmup, lr_factor,
                                                 label_smoothing, clip, seed, regroup_batches, reduce, epochs, max_steps,
                                                 cooldown_epochs, log_every, save_every, save_minutes, keep_last,
-                                                keep_every, average_last, shard_optimizer)
+                                                keep_every, keep_per_epoch, average_last, shard_optimizer)
 
 std::string TrainerOptions::to_json() const { return json(*this).dump(); }
 

@@ -70,6 +70,9 @@ struct TrainerOptions {
   // (0: off): more models to average, each a file write, with no validation and no
   // training state (a resume starts from the last checkpoint and writes them again).
   int64_t keep_every = 0;
+  // Or snapshots at this many evenly spaced points of each epoch, its end one of them
+  // (0 or 1: off): half epochs whatever an epoch's updates (2 keeps its middle).
+  int64_t keep_per_epoch = 0;
   int64_t average_last = 0;  // at the end, average the last K kept models into average/ (0: off)
   // Data-parallel runs: each rank keeps Adam's moments for 1/N of the parameters
   // (ZeRO stage 1) and updates those; the same bits as unsharded, less memory.
@@ -218,7 +221,10 @@ class Trainer {
   nn::Metadata model_metadata(int64_t epoch) const;
   void keep_model(const nn::Metadata& meta);  // as step-<N>.safetensors, the oldest beyond the last K removed
   void prune_kept();
-  void keep_snapshot();  // the weights alone as a kept step-<N> file (keep_every)
+  void keep_snapshot();  // the weights alone as a kept step-<N> file (keep_every, keep_per_epoch)
+  // Whether the update that took the epoch's batches [before, after) of `count` ends
+  // with a snapshot (an epoch's end keeps its checkpoint instead).
+  bool snapshot_due(int64_t before, int64_t after, int64_t count) const;
   void write_average(const TrainerHooks& hooks);
 
   TransformerConfig config_;
