@@ -54,6 +54,21 @@ run 0 "resuming '$dir/busy'" "$loom" train --resume "$dir/busy" --max-steps 1000
 # so `loom average` takes their checkpoints together.
 cmp -s "$dir/done/spm.model" "$dir/busy/spm.model" || fail "two runs' vocabularies of one corpus differ"
 run 0 "averaged 2 checkpoints" "$loom" average --out "$dir/averaged" "$dir/done" "$dir/busy"
+# `loom average --validated RUN`: the kept checkpoints that were validated (here --save-every 3's,
+# steps 3 and 6), not the --keep-every 2 snapshots between them (steps 2 and 4).
+run 0 "" "$loom" train "${common[@]}" --out "$dir/mixed" --max-steps 6 --keep-every 2 --save-every 3 --keep-last 6
+[[ $(cd "$dir/mixed" && echo step-*.safetensors) == "step-00000002.safetensors step-00000003.safetensors \
+step-00000004.safetensors step-00000006.safetensors" ]] || fail "kept: $(cd "$dir/mixed" && echo step-*)"
+run 0 "average: the validated checkpoints of '$dir/mixed': steps 3, 6" \
+  "$loom" average --validated "$dir/mixed" --out "$dir/validated"
+run 0 "averaged 2 checkpoints" "$loom" average --out "$dir/by-hand" "$dir"/mixed/step-0000000{3,6}.safetensors
+cmp -s "$dir/validated/model.safetensors" "$dir/by-hand/model.safetensors" ||
+  fail "--validated averaged other checkpoints than steps 3 and 6"
+run 1 "average: --validated '$dir/busy' has 0 validated kept checkpoint(s)" \
+  "$loom" average --validated "$dir/busy" --out "$dir/none"
+run 1 "average: give checkpoints or --validated RUN, not both" \
+  "$loom" average --validated "$dir/mixed" "$dir/done" --out "$dir/none"
+[[ ! -e "$dir/none" ]] || fail "a refused average left its --out folder"
 
 # 2. A temporary left by a writer that died (a second SIGINT during a save) is removed on start-up.
 cp -r "$dir/done" "$dir/leftover"

@@ -1,7 +1,9 @@
 // `loom average`: checkpoint averaging as the paper does it (the last 5
 // checkpoints of a base model, the last 20 of a big one). Writes a model folder
 // that `loom translate --model` reads: <out>/model.safetensors and a copy of the
-// vocabulary its metadata names, so the folder stands alone.
+// vocabulary its metadata names, so the folder stands alone. `--validated RUN`
+// averages a run folder's kept checkpoints that were validated (its epoch ends,
+// say), without the snapshots kept between them.
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,6 +13,7 @@
 #include "commands.h"
 #include "loom/atomic_file.h"
 #include "loom/error.h"
+#include "loom/models/run_folder.h"
 #include "loom/nn.h"
 
 namespace loom::tools {
@@ -22,6 +25,7 @@ namespace fs = std::filesystem;
 struct AverageOptions {
   std::string out;
   std::vector<std::string> inputs;
+  std::string validated;  // a run folder whose validated kept checkpoints are the inputs
 };
 
 // A run folder (what `loom train --out` wrote) stands for its model.safetensors.
@@ -38,9 +42,31 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-void run_average(const AverageOptions& o) {
+// The inputs: the checkpoints named, or those of --validated RUN.
+std::vector<std::string> average_inputs(const AverageOptions& o) {
   std::vector<std::string> paths;
   for (const auto& input : o.inputs) paths.push_back(checkpoint_path(input));
+  if (o.validated.empty()) return paths;
+  LOOM_CHECK(paths.empty(), "average: give checkpoints or --validated RUN, not both");
+  std::error_code ec;
+  LOOM_CHECK(fs::is_directory(o.validated, ec), "average: --validated '{}' is not a run folder", o.validated);
+  const auto validated = models::validated_checkpoints(o.validated);
+  LOOM_CHECK(validated.size() >= 2,
+             "average: --validated '{}' has {} validated kept checkpoint(s) (step-N.safetensors with a validation "
+             "loss); averaging needs 2 or more (train with --keep-last or --average-last covering 2 checkpoints)",
+             o.validated, validated.size());
+  std::vector<int64_t> steps;
+  for (const auto& [step, path] : validated) {
+    paths.push_back(path.string());
+    steps.push_back(step);
+  }
+  fmt::print("average: the validated checkpoints of '{}': steps {}\n", o.validated, fmt::join(steps, ", "));
+  return paths;
+}
+
+void run_average(const AverageOptions& o) {
+  const std::vector<std::string> paths = average_inputs(o);
+  LOOM_CHECK(paths.size() >= 2, "average: give two or more checkpoints, or --validated RUN");
   // Checked before the average is written: inputs from different runs may carry
   // the same vocabulary name for different SentencePiece models.
   const nn::Metadata first = nn::load_safetensors(paths.front()).metadata;
@@ -79,8 +105,10 @@ void add_average_command(CLI::App& app) {
   auto o = std::make_shared<AverageOptions>();
   cmd->add_option("--out", o->out, "folder for the averaged model.safetensors and its vocabulary")->required();
   cmd->add_option("checkpoints", o->inputs, "two or more checkpoint files, or run folders holding model.safetensors")
-      ->required()
-      ->expected(2, -1);
+      ->expected(0, -1);
+  cmd->add_option("--validated", o->validated,
+                  "a run folder: average its kept step-N checkpoints that were validated (epoch ends, --save-every), "
+                  "not the --keep-per-epoch / --keep-every snapshots between them");
   cmd->callback([o] { run_average(*o); });
 }
 

@@ -8,6 +8,7 @@
 #include <fmt/chrono.h>
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -15,7 +16,7 @@
 #include <regex>
 
 #include "loom/error.h"
-#include "trainer_files.h"
+#include "loom/nn.h"
 
 namespace loom::models {
 
@@ -64,6 +65,26 @@ RunFolderLock::RunFolderLock(const std::string& folder, const std::string& comma
 
 RunFolderLock::~RunFolderLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it would race a waiting locker)
+}
+
+std::vector<std::pair<int64_t, fs::path>> kept_checkpoints(const std::string& folder) {
+  static const std::regex pattern(R"(step-(\d{8,})\.safetensors)");
+  std::vector<std::pair<int64_t, fs::path>> found;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && std::regex_match(name, m, pattern))
+      found.emplace_back(std::stoll(m[1]), entry.path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::vector<std::pair<int64_t, fs::path>> validated_checkpoints(const std::string& folder) {
+  std::vector<std::pair<int64_t, fs::path>> validated;
+  for (auto& kept : kept_checkpoints(folder))
+    if (nn::load_safetensors(kept.second.string()).metadata.count("val_loss")) validated.push_back(std::move(kept));
+  return validated;
 }
 
 std::vector<std::string> run_files(const std::string& folder) {

@@ -321,7 +321,8 @@ bool Trainer::run(const TrainerHooks& hooks) {
     const uint64_t next_epoch_offset = shuffle_.offset();
     const int64_t count = static_cast<int64_t>(batches.size());
     if (options_.cooldown_epochs > 0) {  // an epoch's updates as the fixed grouping counts them (drawn ones vary)
-      const int64_t fixed_count = count_batches(train_, options_.max_tokens, options_.max_len);
+      const int64_t fixed_count =
+          options_.regroup_batches ? count_batches(train_, options_.max_tokens, options_.max_len) : count;
       const int64_t updates_per_epoch = (fixed_count + batches_per_update() - 1) / batches_per_update();
       const int64_t end = options_.epochs * updates_per_epoch;
       noam_->set_cooldown(end - std::llround(options_.cooldown_epochs * static_cast<double>(updates_per_epoch)), end);

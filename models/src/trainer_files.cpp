@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "loom/atomic_file.h"
 #include "loom/error.h"
@@ -36,20 +35,6 @@ constexpr const char* kStateVersion = "1";
 int64_t kept_count(const TrainerOptions& o) { return std::max(o.keep_last, o.average_last); }
 
 std::string kept_name(int64_t step) { return fmt::format("step-{:08d}.safetensors", step); }
-
-// The kept checkpoints of a run folder, oldest first: step-<N>.safetensors only.
-std::vector<std::pair<int64_t, fs::path>> kept_checkpoints(const std::string& out) {
-  static const std::regex pattern(R"(step-(\d{8,})\.safetensors)");
-  std::vector<std::pair<int64_t, fs::path>> found;
-  for (const auto& entry : fs::directory_iterator(out)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && std::regex_match(name, m, pattern))
-      found.emplace_back(std::stoll(m[1]), entry.path());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
 
 // A copy of `from` at `to` through the atomic path (the vocabulary beside best/ and average/).
 void copy_file_atomic(const fs::path& from, const fs::path& to) {

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "loom/models/run_folder.h"
 #include "loom/models/trainer.h"
 
 namespace loom::models {
@@ -13,8 +14,6 @@ namespace loom::models {
 int64_t kept_count(const TrainerOptions& o);
 // "step-00001234.safetensors"
 std::string kept_name(int64_t step);
-// The kept checkpoints of a run folder, oldest first: step-<N>.safetensors only.
-std::vector<std::pair<int64_t, std::filesystem::path>> kept_checkpoints(const std::string& out);
 // A copy of `from` at `to` through the atomic path (the vocabulary beside best/ and average/).
 void copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to);
 
