@@ -27,7 +27,7 @@ grep -q "saved $dir/run/model.safetensors" "$dir/train.log" || fail "no checkpoi
 "$loom" translate --model "$dir/run" --input "$dir/val.de" --output "$dir/one_by_one.hyp" --beam 2 --extra-len 4 --batch 1
 cmp -s "$dir/val.hyp" "$dir/one_by_one.hyp" || fail "translations change with --batch"
 # Nor on the thread count: each thread decodes whole batches with single-threaded
-# kernels, and --profile decodes one batch at a time on all threads.
+# kernels, profiled or not.
 for run in "--threads 1" "--threads 3 --batch 3" "--threads 2 --batch 4 --profile"; do
   # shellcheck disable=SC2086
   "$loom" translate --model "$dir/run" --input "$dir/val.de" --output "$dir/threads.hyp" --beam 2 --extra-len 4 $run \
@@ -35,6 +35,8 @@ for run in "--threads 1" "--threads 3 --batch 3" "--threads 2 --batch 4 --profil
   cmp -s "$dir/val.hyp" "$dir/threads.hyp" || fail "translations change with $run"
 done
 grep -q "^kernel profile, per decoding" "$dir/threads.err" || { cat "$dir/threads.err"; fail "--profile printed no table"; }
+grep -q "^decoding: [0-9.]* s on 2 thread(s) decoding batches at once" "$dir/threads.err" ||
+  { cat "$dir/threads.err"; fail "--profile did not decode on 2 threads"; }
 head -2 "$dir/val.de" | "$loom" translate --model "$dir/run" --beam 1 --extra-len 4 > "$dir/stdin.hyp"
 [[ $(wc -l < "$dir/stdin.hyp") -eq 2 ]] || fail "stdin: expected 2 translations"
 # --output that is a symbolic link: written through, the link stays a link.

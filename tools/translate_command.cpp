@@ -120,10 +120,10 @@ void run_translate(const TranslateOptions& o) {
   std::optional<KernelProfile> profile;
   if (o.profile) profile.emplace(device);
   const auto decode_start = std::chrono::steady_clock::now();
-  // On the CPU each thread decodes whole batches (decode_batches); --profile decodes
-  // one batch at a time on all threads instead, so that the kernels' times add up to
-  // the wall time.
-  models::decode_batches(ensemble, batches.size(), profile ? 1 : o.threads, decode_batch);
+  // On the CPU each thread decodes whole batches (decode_batches), --profile too: its
+  // kernels then run single-threaded as they do unprofiled, each timed on its own
+  // thread, and their times add up to the workers' time (workers x the wall time).
+  const int workers = models::decode_batches(ensemble, batches.size(), o.threads, decode_batch);
   for (size_t b = 0; b < batches.size(); ++b)
     for (size_t i = 0; i < hyps[b].size(); ++i) {
       const std::vector<models::Hypothesis>& best = hyps[b][i];
@@ -138,7 +138,10 @@ void run_translate(const TranslateOptions& o) {
     }
   if (profile) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
-    print_kernel_profile(*profile, 1, seconds, "decoding", device, stderr);
+    fmt::print(stderr,
+               "decoding: {:.2f} s on {} thread(s) decoding batches at once; shares are of {:.2f} s ({} x {:.2f} s)\n",
+               seconds, workers, workers * seconds, workers, seconds);
+    print_kernel_profile(*profile, 1, workers * seconds, "decoding", device, stderr);
   }
   for (const std::string& t : translations) out << t;
   out.flush();

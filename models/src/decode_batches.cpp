@@ -7,12 +7,12 @@
 
 namespace loom::models {
 
-void decode_batches(Transformer& model, size_t count, int threads, const std::function<void(size_t)>& decode) {
-  decode_batches(std::vector<Transformer*>{&model}, count, threads, decode);
+int decode_batches(Transformer& model, size_t count, int threads, const std::function<void(size_t)>& decode) {
+  return decode_batches(std::vector<Transformer*>{&model}, count, threads, decode);
 }
 
-void decode_batches(const std::vector<Transformer*>& models, size_t count, int threads,
-                    const std::function<void(size_t)>& decode) {
+int decode_batches(const std::vector<Transformer*>& models, size_t count, int threads,
+                   const std::function<void(size_t)>& decode) {
   LOOM_CHECK(!models.empty(), "decode_batches: no model to decode with");
   PackedWeights packed(decoding_weights(models));
   nn::EvalModeGuard eval(models);
@@ -20,7 +20,7 @@ void decode_batches(const std::vector<Transformer*>& models, size_t count, int t
   const int workers = cpu ? static_cast<int>(std::min<size_t>(std::max(threads, 1), count)) : 1;
   if (workers <= 1) {
     for (size_t b = 0; b < count; ++b) decode(b);
-    return;
+    return 1;
   }
   // The first error (or interrupt) of any worker, rethrown here; only the worker that
   // sets `failed` first writes it, and the region's end orders that write before the read.
@@ -36,6 +36,7 @@ void decode_batches(const std::vector<Transformer*>& models, size_t count, int t
     }
   }
   if (error) std::rethrow_exception(error);
+  return workers;
 }
 
 }  // namespace loom::models

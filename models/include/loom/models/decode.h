@@ -45,11 +45,11 @@ Tensor greedy_decode_reference(Transformer& model, const Tensor& src, int64_t bo
 // thread count or on the other batches. On a GPU (the device of the model's
 // parameters), one batch at a time. decode must write only its own batch's
 // results. The first error (or interrupt) of any worker is rethrown once all have
-// stopped.
-void decode_batches(Transformer& model, size_t count, int threads, const std::function<void(size_t)>& decode);
+// stopped. Returns how many workers decoded at once (1 on a GPU).
+int decode_batches(Transformer& model, size_t count, int threads, const std::function<void(size_t)>& decode);
 // The same for an ensemble: every model's weights packed, every model in eval mode.
-void decode_batches(const std::vector<Transformer*>& models, size_t count, int threads,
-                    const std::function<void(size_t)>& decode);
+int decode_batches(const std::vector<Transformer*>& models, size_t count, int threads,
+                   const std::function<void(size_t)>& decode);
 
 // Corpus BLEU (sacreBLEU's default) of greedy translations of `sources` (pieces,
 // without eos) against `references`, one each: a training run's validation score.
