@@ -66,8 +66,8 @@ cmp -s "$dir/validated/model.safetensors" "$dir/by-hand/model.safetensors" ||
   fail "--validated averaged other checkpoints than steps 3 and 6"
 run 1 "average: --validated '$dir/busy' has 0 validated kept checkpoint(s)" \
   "$loom" average --validated "$dir/busy" --out "$dir/none"
-run 1 "average: give checkpoints or --validated RUN, not both" \
-  "$loom" average --validated "$dir/mixed" "$dir/done" --out "$dir/none"
+run 2 "excludes" "$loom" average --validated "$dir/mixed" "$dir/done" --out "$dir/none"
+run 2 "give two or more checkpoints, or --validated RUN" "$loom" average "$dir/done" --out "$dir/none"
 [[ ! -e "$dir/none" ]] || fail "a refused average left its --out folder"
 
 # 2. A temporary left by a writer that died (a second SIGINT during a save) is removed on start-up.

@@ -47,7 +47,6 @@ std::vector<std::string> average_inputs(const AverageOptions& o) {
   std::vector<std::string> paths;
   for (const auto& input : o.inputs) paths.push_back(checkpoint_path(input));
   if (o.validated.empty()) return paths;
-  LOOM_CHECK(paths.empty(), "average: give checkpoints or --validated RUN, not both");
   std::error_code ec;
   LOOM_CHECK(fs::is_directory(o.validated, ec), "average: --validated '{}' is not a run folder", o.validated);
   const auto validated = models::validated_checkpoints(o.validated);
@@ -66,7 +65,6 @@ std::vector<std::string> average_inputs(const AverageOptions& o) {
 
 void run_average(const AverageOptions& o) {
   const std::vector<std::string> paths = average_inputs(o);
-  LOOM_CHECK(paths.size() >= 2, "average: give two or more checkpoints, or --validated RUN");
   // Checked before the average is written: inputs from different runs may carry
   // the same vocabulary name for different SentencePiece models.
   const nn::Metadata first = nn::load_safetensors(paths.front()).metadata;
@@ -104,12 +102,19 @@ void add_average_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("average", "average checkpoints element-wise (the paper: last 5 base, last 20 big)");
   auto o = std::make_shared<AverageOptions>();
   cmd->add_option("--out", o->out, "folder for the averaged model.safetensors and its vocabulary")->required();
-  cmd->add_option("checkpoints", o->inputs, "two or more checkpoint files, or run folders holding model.safetensors")
-      ->expected(0, -1);
+  auto* checkpoints = cmd->add_option("checkpoints", o->inputs,
+                                      "two or more checkpoint files, or run folders holding model.safetensors")
+                          ->expected(0, -1);
   cmd->add_option("--validated", o->validated,
                   "a run folder: average its kept step-N checkpoints that were validated (epoch ends, --save-every), "
-                  "not the --keep-per-epoch / --keep-every snapshots between them");
-  cmd->callback([o] { run_average(*o); });
+                  "not the --keep-per-epoch / --keep-every snapshots between them")
+      ->excludes(checkpoints);
+  cmd->callback([o] {
+    // A command-line error (exit code 2), as CLI11's own are.
+    if (o->validated.empty() && o->inputs.size() < 2)
+      throw CLI::ValidationError("checkpoints", "give two or more checkpoints, or --validated RUN");
+    run_average(*o);
+  });
 }
 
 }  // namespace loom::tools
