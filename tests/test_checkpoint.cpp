@@ -98,12 +98,18 @@ TEST_CASE("a file written byte by byte to the safetensors spec loads") {
   CHECK(file.tensors[1].second.dtype() == DType::i64);
   CHECK(file.tensors[1].second.to_vector<int64_t>() == std::vector<int64_t>{7});
   CHECK(file.metadata.at("format") == "pt");
+  CHECK(load_safetensors_metadata(path) == file.metadata);
   std::remove(path.c_str());
 }
 
 TEST_CASE("corrupt files: each error names the file and what is wrong") {
   const std::string path = temp_path("corrupt.safetensors");
-  auto load_error = [&] { return error_of([&] { load_safetensors(path); }); };
+  // The header-only reader finds every one of these too, with the same message.
+  auto load_error = [&] {
+    const std::string message = error_of([&] { load_safetensors(path); });
+    CHECK(error_of([&] { load_safetensors_metadata(path); }) == message);
+    return message;
+  };
 
   write_bytes(path, "abc");
   CHECK(load_error().find("has 3 bytes, fewer than the 8-byte header length") != std::string::npos);

@@ -67,7 +67,7 @@ void run_average(const AverageOptions& o) {
   const std::vector<std::string> paths = average_inputs(o);
   // Checked before the average is written: inputs from different runs may carry
   // the same vocabulary name for different SentencePiece models.
-  const nn::Metadata first = nn::load_safetensors(paths.front()).metadata;
+  const nn::Metadata first = nn::load_safetensors_metadata(paths.front());
   std::string vocabulary;
   fs::path vocabulary_name;
   if (first.count("vocabulary")) {

@@ -83,7 +83,7 @@ std::vector<std::pair<int64_t, fs::path>> kept_checkpoints(const std::string& fo
 std::vector<std::pair<int64_t, fs::path>> validated_checkpoints(const std::string& folder) {
   std::vector<std::pair<int64_t, fs::path>> validated;
   for (auto& kept : kept_checkpoints(folder))
-    if (nn::load_safetensors(kept.second.string()).metadata.count("val_loss")) validated.push_back(std::move(kept));
+    if (nn::load_safetensors_metadata(kept.second.string()).count("val_loss")) validated.push_back(std::move(kept));
   return validated;
 }
 

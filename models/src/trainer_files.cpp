@@ -175,8 +175,7 @@ void Trainer::save_state(const Moments& moments) {
 Trainer::SavedRun Trainer::read_state(const std::string& out) {
   const std::string path = state_path(out);
   LOOM_CHECK(fs::exists(path), "train: --resume '{}': no training state '{}' (the run saved none yet?)", out, path);
-  // Only the header is needed here, but load_safetensors checks the whole file.
-  const nn::Metadata meta = nn::load_safetensors(path).metadata;
+  const nn::Metadata meta = nn::load_safetensors_metadata(path);
   auto field = [&](const char* key) -> const std::string& {
     auto it = meta.find(key);
     LOOM_CHECK(it != meta.end(), "train: '{}' is not a loom training state: no '{}' in its metadata", path, key);

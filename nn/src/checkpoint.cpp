@@ -77,13 +77,24 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   file.commit();
 }
 
-TensorFile load_safetensors(const std::string& path) {
-  // A folder opens as a stream on Linux and reads as garbage: say what it is.
-  std::error_code ec;
-  LOOM_CHECK(!std::filesystem::is_directory(path, ec), "load_safetensors: '{}' is a folder, not a checkpoint file",
-             path);
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  LOOM_CHECK(in.good(), "load_safetensors: cannot open '{}': {}", path, std::strerror(errno));
+namespace {
+
+// A checkpoint's header, every entry checked against the file's size: what
+// load_safetensors reads the tensors by, and all that load_safetensors_metadata needs.
+struct Header {
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;  // byte offsets into the data, which starts at data_begin
+  };
+  Metadata metadata;
+  std::vector<Entry> entries;  // by data offset, none overlapping
+  uint64_t data_begin = 0;
+};
+
+// Reads and checks the header of `path`, opened in `in`.
+Header read_header(const std::string& path, std::ifstream& in) {
   const uint64_t file_size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
   LOOM_CHECK(file_size >= 8, "load_safetensors '{}': the file has {} bytes, fewer than the 8-byte header length", path,
@@ -112,15 +123,11 @@ TensorFile load_safetensors(const std::string& path) {
   }
   LOOM_CHECK(header.is_object(), "load_safetensors '{}': the header is not a JSON object", path);
 
-  const uint64_t data_begin = 8 + header_size, data_size = file_size - data_begin;
-  TensorFile file;
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
+  Header parsed;
+  parsed.data_begin = 8 + header_size;
+  const uint64_t data_size = file_size - parsed.data_begin;
+  using Entry = Header::Entry;
+  std::vector<Entry>& entries = parsed.entries;
   for (const auto& item : header.items()) {  // not a structured binding: `bad` captures the name (clang + OpenMP)
     const std::string& name = item.key();
     const json& spec = item.value();
@@ -128,7 +135,7 @@ TensorFile load_safetensors(const std::string& path) {
       LOOM_CHECK(spec.is_object(), "load_safetensors '{}': __metadata__ must be an object of strings", path);
       for (const auto& [key, value] : spec.items()) {
         LOOM_CHECK(value.is_string(), "load_safetensors '{}': metadata '{}' is not a string", path, key);
-        file.metadata[key] = value.get<std::string>();
+        parsed.metadata[key] = value.get<std::string>();
       }
       continue;
     }
@@ -171,14 +178,39 @@ TensorFile load_safetensors(const std::string& path) {
   for (size_t i = 1; i < entries.size(); ++i)
     LOOM_CHECK(entries[i].begin >= entries[i - 1].end, "load_safetensors '{}': tensors '{}' and '{}' overlap", path,
                entries[i - 1].name, entries[i].name);
-  for (const Entry& e : entries) {
+  return parsed;
+}
+
+// `path` opened for reading at its end (tellg gives its size), or an error naming it.
+std::ifstream open_checkpoint(const std::string& path) {
+  // A folder opens as a stream on Linux and reads as garbage: say what it is.
+  std::error_code ec;
+  LOOM_CHECK(!std::filesystem::is_directory(path, ec), "load_safetensors: '{}' is a folder, not a checkpoint file",
+             path);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  LOOM_CHECK(in.good(), "load_safetensors: cannot open '{}': {}", path, std::strerror(errno));
+  return in;
+}
+
+}  // namespace
+
+TensorFile load_safetensors(const std::string& path) {
+  std::ifstream in = open_checkpoint(path);
+  Header header = read_header(path, in);
+  TensorFile file{.tensors = {}, .metadata = std::move(header.metadata)};
+  for (const Header::Entry& e : header.entries) {
     Tensor t = Tensor::empty(e.shape, {e.dtype});
-    in.seekg(static_cast<std::streamoff>(data_begin + e.begin));
+    in.seekg(static_cast<std::streamoff>(header.data_begin + e.begin));
     in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
     LOOM_CHECK(in.good(), "load_safetensors '{}': reading tensor '{}' failed", path, e.name);
     file.tensors.emplace_back(e.name, t);
   }
   return file;
+}
+
+Metadata load_safetensors_metadata(const std::string& path) {
+  std::ifstream in = open_checkpoint(path);
+  return read_header(path, in).metadata;
 }
 
 void save(const Module& module, const std::string& path, const Metadata& metadata) {

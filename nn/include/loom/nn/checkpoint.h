@@ -27,6 +27,10 @@ struct TensorFile {
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
 TensorFile load_safetensors(const std::string& path);
+// Only the metadata, from the header alone (checked as load_safetensors checks it,
+// every tensor's offsets against the file's size), without reading the tensors:
+// for a caller that looks at many checkpoints or at a large training state.
+Metadata load_safetensors_metadata(const std::string& path);
 
 // A module's parameters under their hierarchical names.
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});
