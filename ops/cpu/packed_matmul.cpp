@@ -4,7 +4,7 @@
 #include "packed_matmul.h"
 
 #include <omp.h>
-#if defined(__FMA__)
+#if defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -28,6 +28,15 @@ int64_t panel_count(int64_t n) { return (n + kPanel - 1) / kPanel; }
   Lanes8 v;
   std::memcpy(&v, p, sizeof v);
   return v;
+}
+
+// Stores a register's 8 lanes.
+[[gnu::always_inline]] inline void store(float* p, Lanes8 v) {
+#if defined(__AVX__)
+  _mm256_storeu_ps(p, v);
+#else
+  std::memcpy(p, &v, sizeof v);
+#endif
 }
 
 // acc + x * w in each lane, rounded once: the reference's std::fma. Written out,
@@ -59,14 +68,19 @@ template <int R, bool Whole>
       high[r] = fma_lanes(xp, w_high, high[r]);
     }
   }
+  // Unrolled, with stores straight from the registers: a loop of memcpy from the
+  // accumulators' addresses made g++ keep them in a stack array, zeroed by `rep stos`
+  // before every tile and copied out after it (7% of the kernel's samples in a
+  // float32 beam search on a Zen 3, perf).
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if constexpr (Whole) {
-      std::memcpy(c + r * ldc, &low[r], sizeof(Lanes8));
-      std::memcpy(c + r * ldc + 8, &high[r], sizeof(Lanes8));
+      store(c + r * ldc, low[r]);
+      store(c + r * ldc + 8, high[r]);
     } else {
       float row[kPanel];
-      std::memcpy(row, &low[r], sizeof(Lanes8));
-      std::memcpy(row + 8, &high[r], sizeof(Lanes8));
+      store(row, low[r]);
+      store(row + 8, high[r]);
       std::memcpy(c + r * ldc, row, static_cast<size_t>(columns) * sizeof(float));
     }
   }
