@@ -10,9 +10,13 @@ namespace loom::models {
 
 std::vector<Tensor> decoding_weights(const Transformer& model) {
   std::vector<Tensor> weights;
-  for (const auto& layer : model.decoder)
-    for (const Tensor& p : layer->parameters())
-      if (p.dim() == 2) weights.push_back(p);  // a Linear's (layer norms' are vectors)
+  auto linears_of = [&weights](const auto& layers) {
+    for (const auto& layer : layers)
+      for (const Tensor& p : layer->parameters())
+        if (p.dim() == 2) weights.push_back(p);  // a Linear's (layer norms' are vectors)
+  };
+  if (packing_pays_on_many_rows()) linears_of(model.encoder);
+  linears_of(model.decoder);
   weights.push_back(model.generator.weight);
   return weights;
 }

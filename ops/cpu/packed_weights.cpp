@@ -10,6 +10,7 @@
 
 #include "loom/matmul_precision.h"
 #include "loom/ops/packed_weights.h"
+#include "onednn_gemm.h"
 #include "packed_matmul.h"
 
 namespace loom {
@@ -34,6 +35,8 @@ bool packable(const Tensor& w) {
 }
 
 }  // namespace
+
+bool packing_pays_on_many_rows() { return !onednn::f32_avx512_available(); }
 
 PackedWeights::PackedWeights(const std::vector<Tensor>& weights) {
   // In bf16 precision, a bfloat16 copy instead (packed_matmul.h), for products then.

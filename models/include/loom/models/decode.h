@@ -20,7 +20,9 @@
 namespace loom::models {
 
 // The weights that decoding multiplies a few rows by at every step: the decoder
-// layers' Linears and the generator (tied to the target embedding). Each decoding
+// layers' Linears and the generator (tied to the target embedding); and the
+// encoder layers' Linears where packing pays on many rows too (an encoder multiplies
+// a batch's source tokens at once; loom/ops/packed_weights.h). Each decoding
 // call below packs them for its products (loom/ops/packed_weights.h); a caller
 // that decodes batch after batch (translate, validation) holds one guard over
 // the loop, `PackedWeights packed(decoding_weights(model));`, and they are packed
