@@ -20,7 +20,7 @@ namespace loom {
 
 // Whether a packed copy also beats the gemm on products of many rows (an encoder's:
 // a batch's source tokens at once). On CPUs without AVX-512 the gemm is OpenBLAS's
-// sgemm and the packed tiles are faster (one Zen 3 core: 85-90 against 50-57 GFLOP/s
+// sgemm and the packed tiles are faster (one Zen 3 core: 80-90 against 50-57 GFLOP/s
 // on the small model's shapes, in cache); elsewhere oneDNN's AVX-512 gemm is.
 bool packing_pays_on_many_rows();
 
