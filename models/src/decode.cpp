@@ -158,7 +158,10 @@ void best_of_row(const float* log_probs, int64_t vocab, size_t k, size_t beam, d
   for (int64_t begin = 0; begin < vocab; begin += kChunk) {
     const int64_t end = std::min(vocab, begin + kChunk);
     if (out.size() - static_cast<size_t>(first) == k) {
-      float largest = -std::numeric_limits<float>::infinity();  // NaNs are never kept, so never counted
+      // NaNs are never kept, so never counted: `x > largest ? x : largest` keeps
+      // largest for a NaN x, as the vector max instruction this loop becomes does.
+      float largest = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : largest)
       for (int64_t v = begin; v < end; ++v) largest = log_probs[v] > largest ? log_probs[v] : largest;
       if (!(base + largest > out.back().log_prob)) continue;  // base + x is monotone in x
     }
