@@ -74,7 +74,9 @@ template <typename V, int R, int C>
 [[gnu::always_inline]] inline void tile(int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw, float* c,
                                         int64_t ldc) {
   constexpr int64_t L = kLanes<V>;
-  V acc[R][C] = {};
+  V acc[R][C];  // zeroed one by one: `= {}` made g++ zero a stack copy with `rep stos` before every tile
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) acc[r][j] = V{};
   V xs[R];
   const int64_t whole = k / L * L;
   for (int64_t p = 0; p < whole; p += L) {
@@ -92,9 +94,8 @@ template <typename V, int R, int C>
     }
   }
   constexpr int kGroups = (R * C + L - 1) / L;  // lane_sums of L accumulators at a time
-  V all[kGroups][L] = {};                       // unused ones stay zero
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j) all[(r * C + j) / L][(r * C + j) % L] = acc[r][j];
+  V all[kGroups][L];  // each entry assigned once, unused ones zero (not zeroed first, as acc)
+  for (int i = 0; i < kGroups * L; ++i) all[i / L][i % L] = i < R * C ? acc[i / C][i % C] : V{};
   float sums[kGroups * L];
   for (int g = 0; g < kGroups; ++g) {
     const V summed = lane_sums(all[g]);
@@ -136,12 +137,17 @@ template <int Vectors>
 [[gnu::always_inline]] inline void row_times_columns(int64_t k, const float* a, const float* b, int64_t ldb, float* c,
                                                      int64_t count) {
   constexpr int64_t L = kLanes<Lanes8>;
-  Lanes8 acc[Vectors] = {};
+  Lanes8 acc[Vectors];
+  for (int v = 0; v < Vectors; ++v) acc[v] = Lanes8{};  // (as tile's accumulators: no stack copy zeroed)
   for (int64_t p = 0; p < k; ++p)
     for (int v = 0; v < Vectors; ++v)
       acc[v] += a[p] * ((v + 1) * L <= count ? load<Lanes8>(b + p * ldb + v * L)
                                              : load_part<Lanes8>(b + p * ldb + v * L, count - v * L));
-  std::memcpy(c, acc, static_cast<size_t>(count) * sizeof(float));  // the vectors' lanes, in order
+  for (int v = 0; v < Vectors; ++v)  // the vectors' lanes, in order: whole vectors, then the part of the last
+    if ((v + 1) * L <= count)
+      std::memcpy(c + v * L, &acc[v], sizeof acc[v]);
+    else if (v * L < count)
+      std::memcpy(c + v * L, &acc[v], static_cast<size_t>(count - v * L) * sizeof(float));
 }
 
 }  // namespace
