@@ -94,7 +94,7 @@ template <typename V, int R, int C>
     }
   }
   constexpr int kGroups = (R * C + L - 1) / L;  // lane_sums of L accumulators at a time
-  V all[kGroups][L];  // each entry assigned once, unused ones zero (not zeroed first, as acc)
+  V all[kGroups][L];                            // each entry assigned once, unused ones zero (not zeroed first, as acc)
   for (int i = 0; i < kGroups * L; ++i) all[i / L][i % L] = i < R * C ? acc[i / C][i % C] : V{};
   float sums[kGroups * L];
   for (int g = 0; g < kGroups; ++g) {
