@@ -350,6 +350,27 @@ TEST_CASE("beam search finds the likelier sentence greedy decoding misses") {
         "got float32 [1, 4] on cpu");
 }
 
+// A NaN log-probability is never a candidate, and never hides one: the search skips
+// a chunk of 16 tokens whose largest value cannot beat the kept ones, and a NaN must not
+// become that largest value. After bos: A 0.2 and B 0.1 fill the 2 kept candidates (beam 1)
+// from the first chunk; the third chunk holds C = 32 at 0.6, followed by NaNs in every lane.
+TEST_CASE("beam search: NaNs after a candidate in its chunk do not hide it") {
+  const int64_t bos = 1, eos = 2, A = 3, B = 4, C = 32, V = 64;
+  auto scorer = scorer_of(V, [&](const std::vector<int64_t>& p) {
+    std::vector<double> probs(V, 0.0);
+    if (p.back() != bos) {
+      probs[eos] = 1.0;
+      return probs;
+    }
+    probs[A] = 0.2, probs[B] = 0.1, probs[C] = 0.6;
+    for (int64_t v = C + 1; v < C + 16; ++v) probs[v] = std::numeric_limits<double>::quiet_NaN();
+    return probs;
+  });
+  auto best = best_of(beam_search(scorer, 1, V, bos, eos, {.beam = 1, .length_penalty = 0.0, .max_len = 4}));
+  CHECK(best[0].tokens == std::vector<int64_t>{C, eos});
+  CHECK(best[0].log_prob == doctest::Approx(std::log(0.6)).epsilon(1e-6));
+}
+
 // The stopping bound's horizon (BeamOptions::horizon), alpha 1, beam 2:
 //   after bos: eos 0.5, A 0.3, B 0.2;  after B: eos;
 //   after A: A 0.999, eos 0.001 until 9 tokens are out, then eos 0.999, A 0.001.
