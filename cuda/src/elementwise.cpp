@@ -58,11 +58,11 @@ void register_where_and_copy(TypeList<Ts...>) {
 
 LOOM_KERNELS(cuda_elementwise) {
 #define LOOM_CUDA_REGISTER(name, functor, types) register_unary<UnaryOp::name>(#name, types{});
-  LOOM_CUDA_UNARY_OPS(LOOM_CUDA_REGISTER)
+  LOOM_UNARY_OPS(LOOM_CUDA_REGISTER)
 #undef LOOM_CUDA_REGISTER
 #define LOOM_CUDA_REGISTER(name, functor, types) register_binary<BinaryOp::name>(#name, types{});
-  LOOM_CUDA_BINARY_OPS(LOOM_CUDA_REGISTER)
-  LOOM_CUDA_COMPARE_OPS(LOOM_CUDA_REGISTER)
+  LOOM_BINARY_OPS(LOOM_CUDA_REGISTER)
+  LOOM_COMPARE_OPS(LOOM_CUDA_REGISTER)
 #undef LOOM_CUDA_REGISTER
   register_where_and_copy(All{});
   register_kernel<kernels::CopyKernel>("copy", DeviceType::cuda, DType::bf16, copy<bfloat16>);

@@ -73,7 +73,7 @@ void launch_unary(UnaryOp op, const Strided<2>& s, void* out, const void* x, dou
   case UnaryOp::name:                                                                                               \
     if constexpr (contains<T>(types{})) return run_unary<T, T>(s, out, x, with_scalars<fn::functor>(a, b), stream); \
     break;
-    LOOM_CUDA_UNARY_OPS(LOOM_CUDA_CASE)
+    LOOM_UNARY_OPS(LOOM_CUDA_CASE)
 #undef LOOM_CUDA_CASE
   }
   fail_kernel("an elementwise op was launched for an element type it is not compiled for");
@@ -86,13 +86,13 @@ void launch_binary(BinaryOp op, const Strided<3>& s, void* out, const void* a, c
   case BinaryOp::name:                                                                                \
     if constexpr (contains<T>(types{})) return run_binary<T, T>(s, out, a, b, fn::functor{}, stream); \
     break;
-    LOOM_CUDA_BINARY_OPS(LOOM_CUDA_CASE)
+    LOOM_BINARY_OPS(LOOM_CUDA_CASE)
 #undef LOOM_CUDA_CASE
 #define LOOM_CUDA_CASE(name, functor, types)                                                             \
   case BinaryOp::name:                                                                                   \
     if constexpr (contains<T>(types{})) return run_binary<bool, T>(s, out, a, b, fn::functor{}, stream); \
     break;
-    LOOM_CUDA_COMPARE_OPS(LOOM_CUDA_CASE)
+    LOOM_COMPARE_OPS(LOOM_CUDA_CASE)
 #undef LOOM_CUDA_CASE
   }
   fail_kernel("an elementwise op was launched for an element type it is not compiled for");

@@ -15,7 +15,7 @@ using Floating = FloatingTypes;
 using Numeric = NumericTypes;
 using All = AllTypes;
 
-// bfloat16 is a storage type (issue 13): copied and converted, and multiplied by
+// bfloat16 is a storage type: copied and converted, and multiplied by
 // cuBLAS, but no elementwise arithmetic, as on the CPU.
 
 // M(T) for each type of All: explicit instantiations in the .cu files.

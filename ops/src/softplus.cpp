@@ -8,7 +8,7 @@ namespace loom {
 Tensor softplus(const Tensor& x, Where where) {
   CallSite site(where);
   // Checks the dtype, allocates y with x's shape and runs the kernel registered
-  // as "softplus" for x's device and dtype (ops/cpu/elementwise.cpp, cuda/src/elementwise_ops.h).
+  // as "softplus" for x's device and dtype (made from loom/kernels/elementwise_ops.h).
   Tensor out = detail::unary_op("softplus", x, detail::DTypes::floating);
   // The backward is written with ops, so it is differentiable again (double backward).
   return record("softplus", {x}, out,
