@@ -7,6 +7,16 @@
 
 namespace loom::models {
 
+namespace {
+// A sub-layer with its residual connection: norm(x + dropout(sublayer(x))), the
+// paper's post-norm, or x + dropout(sublayer(norm(x))) with pre_norm.
+template <typename Sublayer>
+Tensor residual(bool pre_norm, nn::LayerNorm& norm, nn::Dropout& dropout, const Tensor& x, Sublayer&& sublayer) {
+  if (pre_norm) return add(x, dropout(sublayer(norm(x))));
+  return norm(add(x, dropout(sublayer(x))));
+}
+}  // namespace
+
 // ---- encoder layer ----
 EncoderLayer::EncoderLayer(const TransformerConfig& c, Generator& gen)
     : self_attn(c.d_model, c.heads, c.attention_p(), gen),
@@ -23,13 +33,8 @@ EncoderLayer::EncoderLayer(const TransformerConfig& c, Generator& gen)
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_mask) {
-  if (pre_norm_) {
-    Tensor h = norm1(x);
-    Tensor y = add(x, dropout(self_attn(h, h, h, src_mask)));
-    return add(y, dropout(feed_forward(norm2(y))));
-  }
-  Tensor y = norm1(add(x, dropout(self_attn(x, x, x, src_mask))));
-  return norm2(add(y, dropout(feed_forward(y))));
+  Tensor y = residual(pre_norm_, norm1, dropout, x, [&](const Tensor& h) { return self_attn(h, h, h, src_mask); });
+  return residual(pre_norm_, norm2, dropout, y, [&](const Tensor& h) { return feed_forward(h); });
 }
 
 // ---- decoder layer ----
@@ -52,15 +57,10 @@ DecoderLayer::DecoderLayer(const TransformerConfig& c, Generator& gen)
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask) {
-  if (pre_norm_) {
-    Tensor h = norm1(x);
-    Tensor y = add(x, dropout(self_attn(h, h, h, tgt_mask)));
-    Tensor z = add(y, dropout(cross_attn(norm2(y), memory, memory, src_mask)));
-    return add(z, dropout(feed_forward(norm3(z))));
-  }
-  Tensor y = norm1(add(x, dropout(self_attn(x, x, x, tgt_mask))));
-  Tensor z = norm2(add(y, dropout(cross_attn(y, memory, memory, src_mask))));
-  return norm3(add(z, dropout(feed_forward(z))));
+  Tensor y = residual(pre_norm_, norm1, dropout, x, [&](const Tensor& h) { return self_attn(h, h, h, tgt_mask); });
+  Tensor z =
+      residual(pre_norm_, norm2, dropout, y, [&](const Tensor& h) { return cross_attn(h, memory, memory, src_mask); });
+  return residual(pre_norm_, norm3, dropout, z, [&](const Tensor& h) { return feed_forward(h); });
 }
 
 namespace {
@@ -98,14 +98,9 @@ Tensor DecoderLayer::step(const Tensor& x, DecoderLayerCache& cache, const Tenso
     // No mask: every cached position is in the past.
     return self_attn.attend(h, {cache.keys.narrow(2, 0, cache.length), cache.values.narrow(2, 0, cache.length)});
   };
-  if (pre_norm_) {
-    Tensor y = add(x, dropout(attend_self(norm1(x))));
-    Tensor z = add(y, dropout(attend_source(norm2(y))));
-    return add(z, dropout(feed_forward(norm3(z))));
-  }
-  Tensor y = norm1(add(x, dropout(attend_self(x))));
-  Tensor z = norm2(add(y, dropout(attend_source(y))));
-  return norm3(add(z, dropout(feed_forward(z))));
+  Tensor y = residual(pre_norm_, norm1, dropout, x, attend_self);
+  Tensor z = residual(pre_norm_, norm2, dropout, y, attend_source);
+  return residual(pre_norm_, norm3, dropout, z, [&](const Tensor& h) { return feed_forward(h); });
 }
 
 // ---- the whole model ----
@@ -166,70 +161,6 @@ Tensor Transformer::decode(const Encoded& encoded, const Tensor& tgt_in) {
   }
   if (decoder_norm) x = (*decoder_norm)(x);
   return generator(x);
-}
-
-Transformer::DecoderState Transformer::start_decoding(const Encoded& encoded) {
-  NoGradGuard no_grad;
-  DecoderState state;
-  const int64_t batch = encoded.memory.shape()[0];
-  for (auto& layer : decoder) {
-    // Each head's keys and values made contiguous ([B, heads, S, d_head], not a view of
-    // [B, S, d_model]) once per batch: a sentence's rows are then one run of memory,
-    // which the search re-gathers with whole-row copies at every step that changes the
-    // rows' sentences, and a head's keys are read in one run. The products read the
-    // same values in the same order: the same bits.
-    nn::MultiHeadAttention::KeyValue source = layer->cross_attn.project_key_value(encoded.memory, encoded.memory);
-    state.sources_.push_back({source.key.contiguous(), source.value.contiguous()});
-    state.layers_.push_back({.source = state.sources_.back()});
-  }
-  state.src_mask_ = state.source_mask_ = encoded.src_mask;
-  for (int64_t b = 0; b < batch; ++b) state.sentence_.push_back(b);
-  state.source_sentence_ = state.sentence_;
-  return state;
-}
-
-namespace {
-// The sentence of each entry of the layers' sources: one per run if the rows (their
-// sentences, in order) are runs of one sentence each, all of one length (beam
-// search's beams), else one per row.
-std::vector<int64_t> sentence_entries(const std::vector<int64_t>& sentence) {
-  size_t run = 0;
-  while (run < sentence.size() && sentence[run] == sentence[0]) ++run;
-  bool uniform = run > 1 && sentence.size() % run == 0;
-  for (size_t i = 0; uniform && i < sentence.size(); ++i) uniform = sentence[i] == sentence[i / run * run];
-  std::vector<int64_t> entries;
-  for (size_t i = 0; i < sentence.size(); i += uniform ? run : 1) entries.push_back(sentence[i]);
-  return entries;
-}
-}  // namespace
-
-void Transformer::DecoderState::select(const std::vector<int64_t>& rows) {
-  std::vector<int64_t> sentence;
-  bool same_rows = rows.size() == sentence_.size();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    LOOM_CHECK(rows[i] >= 0 && rows[i] < this->rows(), "DecoderState::select: row {} of {} does not exist", rows[i],
-               this->rows());
-    sentence.push_back(sentence_[static_cast<size_t>(rows[i])]);
-    same_rows = same_rows && rows[i] == static_cast<int64_t>(i);
-  }
-  if (same_rows) return;  // greedy decoding with no sentence finished: nothing moves
-  const Device device = src_mask_.device();
-  const Tensor row_index = from_vector(rows, {static_cast<int64_t>(rows.size())}, {DType::i64, device});
-  std::vector<int64_t> entries = sentence_entries(sentence);
-  const bool same_sources = entries == source_sentence_;
-  const Tensor entry_index = from_vector(entries, {static_cast<int64_t>(entries.size())}, {DType::i64, device});
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    DecoderLayerCache& layer = layers_[l];
-    if (layer.keys.defined()) {
-      layer.keys = index_select(layer.keys, 0, row_index);
-      layer.values = index_select(layer.values, 0, row_index);
-    }
-    if (!same_sources)
-      layer.source = {index_select(sources_[l].key, 0, entry_index), index_select(sources_[l].value, 0, entry_index)};
-  }
-  if (!same_sources) source_mask_ = index_select(src_mask_, 0, entry_index);
-  sentence_ = std::move(sentence);
-  source_sentence_ = std::move(entries);
 }
 
 Tensor Transformer::decode_step(DecoderState& state, const Tensor& tokens) {
