@@ -61,7 +61,11 @@ expect 2 "--threads: must be at least 1 and at most 1024, got -1" "${train[@]}" 
 expect 2 "--dropout: must be at least 0 and below 1, got -0.5" "${train[@]}" --dropout -0.5
 expect 2 "--dropout: must be at least 0 and below 1, got 1" "${train[@]}" --dropout 1
 expect 2 "--max-len: must be at least 1 and at most 1048575, got 0" "${train[@]}" --max-len 0
-expect 2 "--lr-factor: must be at least 0 and at most 1000000, got 1e30" "${train[@]}" --lr-factor 1e30
+expect 2 "--lr-factor: must be above 0 and at most 1000000, got 1e30" "${train[@]}" --lr-factor 1e30
+expect 2 "--lr-factor: must be above 0 and at most 1000000, got 0" "${train[@]}" --lr-factor 0
+expect 2 "--reduce: fastest not in {auto,off,exact,fast}" "${train[@]}" --reduce fastest
+expect 2 "--preset: huge not in {tiny,small,base,big}" "${train[@]}" --preset huge
+expect 2 "--bucket-mb: must be at least 1e-06 and at most 1000000, got 0" "${train[@]}" --bucket-mb 0
 expect 2 "--label-smoothing: must be a number, at least 0 and below 1; got 'nan'" "${train[@]}" --label-smoothing nan
 expect 2 "--vocab: must be a number, at least 5 and at most 16777216; got 'many'" "${train[@]}" --vocab many
 expect 2 "--warmup: must be at least 1, got 0" "${train[@]}" --warmup 0

@@ -54,13 +54,21 @@ buckets-on 2 0.004 on
 buckets-off 2 0.004 off
 CASES
 
-# A rank started with another --seed (MPMD syntax): refused at start-up, naming it.
-rc=0
-timeout 60 "${mpiexec[@]}" -n 1 "$loom" train "${common[@]}" --out "$dir/mismatch" : \
-  -n 1 "$loom" train "${common[@]}" --out "$dir/mismatch" --seed 2 > "$dir/mismatch.log" 2>&1 || rc=$?
-[[ $rc -ne 0 && $rc -ne 124 ]] || { cat "$dir/mismatch.log"; fail "mismatched --seed: exit code $rc"; }
-grep -q "aborting the job: train: the ranks differ in --seed: from 1 to 2" "$dir/mismatch.log" ||
-  { cat "$dir/mismatch.log"; fail "mismatched --seed: the error does not name it"; }
+# A rank started with another option (MPMD syntax): refused at start-up, naming it
+# and both values; --max-steps too (ranks that stop apart would hang in a collective).
+while read -r flag value named; do
+  rc=0
+  timeout 60 "${mpiexec[@]}" -n 1 "$loom" train "${common[@]}" --out "$dir/mismatch" : \
+    -n 1 "$loom" train "${common[@]}" --out "$dir/mismatch" "$flag" "$value" > "$dir/mismatch.log" 2>&1 || rc=$?
+  [[ $rc -ne 0 && $rc -ne 124 ]] || { cat "$dir/mismatch.log"; fail "mismatched $flag: exit code $rc"; }
+  grep -qF "aborting the job: train: the ranks differ in $flag: $named" "$dir/mismatch.log" ||
+    { cat "$dir/mismatch.log"; fail "mismatched $flag: the error does not name it"; }
+done <<'CASES'
+--seed 2 from 1 to 2
+--dropout 0.3 from -1 to 0.3
+--max-steps 3 from 0 to 3
+--reduce fast from auto to fast
+CASES
 
 # An error on rank 1 alone (its parameters poisoned after step 2) ends every rank.
 rc=0

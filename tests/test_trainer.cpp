@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "helpers.h"
+#include "loom/byte_hash.h"
 #include "loom/models.h"
 #include "loom/nn.h"
 #include "loom/ops.h"
@@ -238,6 +239,65 @@ TEST_CASE("--cooldown-epochs: Noam's rate until the last epochs, then down linea
   TrainerOptions bad = o;
   bad.cooldown_epochs = 4;
   CHECK(error_of([&] { bad.validate(); }) == "train: --cooldown-epochs must be in [0, --epochs 3], got 4");
+}
+
+TEST_CASE("TrainerOptions: one row per option, saved and read back by key, each range checked by its flag") {
+  const auto& fields = TrainerOptions::fields();
+  std::set<std::string> flags, keys;
+  for (const auto& f : fields) {
+    CHECK(flags.insert(f.flag).second);
+    CHECK(keys.insert(f.key).second);
+    CHECK(std::string(f.flag).starts_with("--"));
+    CHECK(std::string(f.help).size() > 5);
+  }
+  // Every option but where the run happens (device, comm) has a row: 23 of them.
+  CHECK(fields.size() == 23);
+  // Saved and read back: every field, whatever its type.
+  TrainerOptions o = small_run();
+  o.reduce = MicroBatchSum::fast;
+  o.regroup_batches = true;
+  o.lr_factor = 0.7;
+  o.seed = 18446744073709551615ull;
+  o.bucket_mb = 0.25;
+  o.overlap = false;
+  const TrainerOptions back = TrainerOptions::from_json(o.to_json());
+  for (const auto& f : fields) CHECK_MESSAGE(text_of(back, f) == text_of(o, f), f.flag);
+  CHECK(back.to_json() == o.to_json());
+  // A state saved before an option existed reads its default.
+  const TrainerOptions old = TrainerOptions::from_json(R"({"max_tokens": 77, "seed": 4})");
+  CHECK(old.max_tokens == 77);
+  CHECK(old.seed == 4);
+  CHECK(old.reduce == MicroBatchSum::automatic);
+  CHECK(old.bucket_mb == 25);
+  CHECK(error_of([] { TrainerOptions::from_json(R"({"reduce": "fastest"})"); }) ==
+        "the saved options: --reduce 'fastest' is not a value of that option");
+  // The rows' ranges, in the Trainer's own check.
+  auto refused = [](auto change) {
+    TrainerOptions bad = small_run();
+    change(bad);
+    return error_of([&] { bad.validate(); });
+  };
+  CHECK(refused([](TrainerOptions& b) { b.max_len = 0; }) ==
+        "train: --max-len must be at least 1 and at most 1048575, got 0");
+  CHECK(refused([](TrainerOptions& b) { b.lr_factor = 0; }) ==
+        "train: --lr-factor must be above 0 and at most 1000000, got 0");
+  CHECK(refused([](TrainerOptions& b) { b.label_smoothing = 1; }) ==
+        "train: --label-smoothing must be at least 0 and below 1, got 1");
+  CHECK(refused([](TrainerOptions& b) { b.clip = std::nan(""); }) ==
+        "train: --clip must be at least 0 and at most 1000000, got nan");
+  CHECK(refused([](TrainerOptions& b) { b.bucket_mb = 0; }) ==
+        "train: --bucket-mb must be at least 1e-06 and at most 1000000, got 0");
+  CHECK(refused([](TrainerOptions& b) { b.max_tokens = 12; }) ==
+        "train: --max-tokens 12 must exceed --max-len 12 (a batch holds a sentence)");
+  CHECK(refused([](TrainerOptions&) {}) == "(no error)");
+}
+
+TEST_CASE("the corpus fingerprint keeps its constants: saved training states compare against it") {
+  // FNV-1a's steps from loom's own offset basis over the lengths and ids as 8 bytes each.
+  CHECK(fingerprint({EncodedPair{{5, 7}, {9}}}) == 0xa50beaacf67a282bull);
+  ByteHash h;
+  h.add("loom");
+  CHECK(h.value() == 0x8fd1be2686ba89a2ull);
 }
 
 TEST_CASE("resume refuses another corpus and a folder without a state, naming them") {
@@ -538,7 +598,7 @@ TEST_CASE("the exact reduction's buckets, overlapped or not and on the stand-in 
   const std::vector<EncodedPair> train = copy_pairs(60, 1), val = copy_pairs(8, 2);
   auto run = [&](Device device, double bucket_mb, bool overlap) {
     TrainerOptions o = small_run();
-    o.reduce = "exact";
+    o.reduce = MicroBatchSum::exact;
     o.accum = 3;
     o.max_steps = 3;
     o.device = device;

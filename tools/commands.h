@@ -24,6 +24,7 @@ void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
 // --precision float32|bf16 (loom/matmul_precision.h); use_precision sets it and says when
 // the CPU cannot: returns whether matmuls now run in bf16 (on CUDA: always).
 void add_precision_option(CLI::App& cmd, std::string& precision);
+extern const char* const kPrecisionHelp;  // its help, for `loom train`'s table of options
 bool use_precision(const std::string& precision, const std::string& device);
 // Prints a KernelProfile collected over `runs` runs of `run_seconds` each (a `unit`:
 // "step", "run") as `--profile` shows it; returns the same as JSON (tools/kernel_profile_table.cpp).

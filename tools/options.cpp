@@ -8,22 +8,15 @@
 
 namespace loom::tools {
 
-namespace {
-// 1e30 -> "1e+30", 4096 -> "4096": the shortest form that reads back the same.
-std::string number(double x) { return fmt::format("{}", x); }
-}  // namespace
-
-CLI::Validator in_range(double lo, double hi, bool below_hi) {
-  std::string expected = "at least " + number(lo);
-  if (std::isfinite(hi)) expected += (below_hi ? " and below " : " and at most ") + number(hi);
+CLI::Validator in_range(const models::Range& range) {
+  const std::string expected = range.describe();
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
         if (text.empty() || end != text.c_str() + text.size() || std::isnan(value))
           return fmt::format("must be a number, {}; got '{}'", expected, text);
-        if (value < lo || value > hi || (below_hi && value == hi))
-          return fmt::format("must be {}, got {}", expected, text);
+        if (!range.contains(value)) return fmt::format("must be {}, got {}", expected, text);
         return "";
       },
       expected);

@@ -9,10 +9,12 @@
 
 namespace loom::tools {
 
+const char* const kPrecisionHelp =
+    "matmul precision: float32, or bf16 (bf16 products with float32 sums; weights, optimizer state, softmax, layer "
+    "norm and loss stay float32; on the CPU it needs AVX512-BF16)";
+
 void add_precision_option(CLI::App& cmd, std::string& precision) {
-  cmd.add_option("--precision", precision,
-                 "matmul precision: float32, or bf16 (bf16 products with float32 sums; weights, optimizer "
-                 "state, softmax, layer norm and loss stay float32; on the CPU it needs AVX512-BF16)")
+  cmd.add_option("--precision", precision, kPrecisionHelp)
       ->capture_default_str()
       ->check(CLI::IsMember({"float32", "bf16"}));
 }

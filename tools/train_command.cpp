@@ -37,46 +37,160 @@ namespace loom::tools {
 
 namespace {
 
-// Far above any rate that trains (the paper's factor is 1; 2 is common), low
-// enough that a typo of a few digits is caught before a run is spent on it.
-constexpr double kMaxLrFactor = 1e6;
-
 struct TrainOptions {
-  std::string data, src = "de", tgt = "en", out = "runs/multi30k-de-en", preset = "small", positions = "sinusoid",
-                    resume;
+  std::string data, out = "runs/multi30k-de-en", resume;
+  // The rows of train_fields(): the model's shape and the vocabulary, saved as text with the state.
+  std::string src = "de", tgt = "en", preset = "small", positions = "sinusoid", precision = "float32", best_by = "bleu";
   int64_t vocab = 8000;
   double dropout = -1, attention_dropout = -1, relu_dropout = -1;  // -1: the preset's (attention, relu: --dropout's)
   int64_t d_model = 0, d_ff = 0, heads = 0, layers = 0;            // 0: the preset's
+  // This process's own.
   int threads = 2;
-  std::string device = "cpu", best_by = "bleu", precision = "float32", communicator = "auto";
-  models::TrainerOptions t;
+  std::string device = "cpu", communicator = "auto";
+  models::TrainerOptions t;  // its rows: models::TrainerOptions::fields()
 };
 
-// The flags a resumed run cannot change (the updates depend on them), as text:
-// saved with the state, compared with those given again on --resume.
-std::map<std::string, std::string> fixed_flags(const TrainOptions& o) {
-  return {{"--src", o.src},
-          {"--tgt", o.tgt},
-          {"--preset", o.preset},
-          {"--vocab", std::to_string(o.vocab)},
-          {"--dropout", fmt::format("{}", o.dropout)},
-          {"--attention-dropout", fmt::format("{}", o.attention_dropout)},
-          {"--relu-dropout", fmt::format("{}", o.relu_dropout)},
-          {"--positions", o.positions},
-          {"--precision", o.precision},
-          {"--d-model", std::to_string(o.d_model)},
-          {"--d-ff", std::to_string(o.d_ff)},
-          {"--heads", std::to_string(o.heads)},
-          {"--layers", std::to_string(o.layers)},
-          {"--max-tokens", std::to_string(o.t.max_tokens)},
-          {"--max-len", std::to_string(o.t.max_len)},
-          {"--accum", std::to_string(o.t.accum)},
-          {"--warmup", std::to_string(o.t.warmup)},
-          {"--lr-factor", fmt::format("{}", o.t.lr_factor)},
-          {"--label-smoothing", fmt::format("{}", o.t.label_smoothing)},
-          {"--clip", fmt::format("{}", o.t.clip)},
-          {"--seed", std::to_string(o.t.seed)},
-          {"--regroup-batches", o.t.regroup_batches ? "true" : "false"}};
+// The command's own options, one row each (see loom/models/option_table.h); a row's
+// key is its flag, the name it is saved under in the state's extras.
+const std::vector<models::OptionField<TrainOptions>>& train_fields() {
+  using O = TrainOptions;
+  using enum models::OnResume;
+  using models::between;
+  constexpr auto kMaxWidth = static_cast<double>(models::TransformerConfig::kMaxWidth);
+  constexpr auto kMaxVocab = static_cast<double>(models::TransformerConfig::kMaxVocab);
+  constexpr models::Range kProbability{.lo = 0, .hi = 1, .below_hi = true};
+  static const std::vector<models::OptionField<O>> table = {
+      {"--src", "--src", &O::src, "source language suffix"},
+      {"--tgt", "--tgt", &O::tgt, "target language suffix"},
+      {"--preset",
+       "--preset",
+       &O::preset,
+       "tiny, small, base or big",
+       {},
+       std::vector<std::string_view>(models::presets::kNames.begin(), models::presets::kNames.end())},
+      {"--vocab", "--vocab", &O::vocab, "SentencePiece pieces (first run)", between(5, kMaxVocab)},
+      {"--dropout",
+       "--dropout",
+       &O::dropout,
+       "residual dropout, and the default of the two below (default: the preset's)",
+       kProbability,
+       {},
+       kept,
+       false,
+       /*show_default=*/false},
+      {"--attention-dropout",
+       "--attention-dropout",
+       &O::attention_dropout,
+       "dropout on attention weights (default: --dropout)",
+       kProbability,
+       {},
+       kept,
+       false,
+       false},
+      {"--relu-dropout",
+       "--relu-dropout",
+       &O::relu_dropout,
+       "dropout after the feed-forward's ReLU (default: --dropout)",
+       kProbability,
+       {},
+       kept,
+       false,
+       false},
+      {"--positions",
+       "--positions",
+       &O::positions,
+       "sinusoid (the paper's) or learned (Table 3, row E)",
+       {},
+       {"sinusoid", "learned"}},
+      {"--d-model",
+       "--d-model",
+       &O::d_model,
+       "model width (default: the preset's)",
+       between(1, kMaxWidth),
+       {},
+       kept,
+       false,
+       false},
+      {"--d-ff",
+       "--d-ff",
+       &O::d_ff,
+       "feed-forward inner width (default: the preset's)",
+       between(1, kMaxWidth),
+       {},
+       kept,
+       false,
+       false},
+      {"--heads",
+       "--heads",
+       &O::heads,
+       "attention heads, dividing --d-model (default: the preset's)",
+       between(1, 1024),
+       {},
+       kept,
+       false,
+       false},
+      {"--layers",
+       "--layers",
+       &O::layers,
+       "encoder and decoder layers each (default: the preset's)",
+       between(1, 256),
+       {},
+       kept,
+       false,
+       false},
+      {"--precision", "--precision", &O::precision, kPrecisionHelp, {}, {"float32", "bf16"}},
+      {"--best-by",
+       "--best-by",
+       &O::best_by,
+       "what best/ keeps: bleu (greedy BLEU of the validation set, printed at each checkpoint) or loss",
+       {},
+       {"bleu", "loss"},
+       may_change},
+  };
+  return table;
+}
+
+// One flag of `cmd` per row, writing into `value` (which outlives the parse): its
+// range or choices checked by CLI11, with the messages of options.h.
+template <typename T, typename Owner>
+void add_field(CLI::App& cmd, T& value, const models::OptionField<Owner>& f) {
+  if constexpr (std::is_same_v<T, models::MicroBatchSum>) {
+    cmd.add_option_function<std::string>(
+           f.flag,
+           [&value, &f](const std::string& text) {
+             value = static_cast<models::MicroBatchSum>(models::choice_index(f, text));  // checked below
+           },
+           f.help)
+        ->check(CLI::IsMember(std::vector<std::string>(f.choices.begin(), f.choices.end())))
+        ->default_str(std::string(models::name_of(value)));
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (f.switch_only)
+      cmd.add_flag(f.flag, value, f.help);
+    else
+      cmd.add_option(f.flag, value, f.help)->capture_default_str();
+  } else {
+    CLI::Option* option = cmd.add_option(f.flag, value, f.help);
+    if (f.show_default) option->capture_default_str();
+    if constexpr (std::is_same_v<T, uint64_t>)
+      option->check(seed_range());
+    else if constexpr (std::is_arithmetic_v<T>)
+      option->check(in_range(f.range));
+    else if (!f.choices.empty())
+      option->check(CLI::IsMember(std::vector<std::string>(f.choices.begin(), f.choices.end())));
+  }
+}
+
+template <typename Owner>
+void add_fields(CLI::App& cmd, Owner& o, const std::vector<models::OptionField<Owner>>& fields) {
+  for (const auto& f : fields) std::visit([&](auto member) { add_field(cmd, o.*member, f); }, f.member);
+}
+
+// What a new run saves of the command's own options (resume reads them back).
+std::map<std::string, std::string> saved_flags(const TrainOptions& o) {
+  std::map<std::string, std::string> saved;
+  for (const auto& f : train_fields())
+    if (f.on_resume != models::OnResume::not_saved) saved[f.key] = text_of(o, f);
+  return saved;
 }
 
 // Refused before reading anything: an --out that is a file, or a folder loom
@@ -99,7 +213,7 @@ void resume_on(int ranks, models::TrainerOptions& saved, const std::map<std::str
                int64_t accum_given, const std::string& folder) {
   const auto it = extra.find("micro-batches per update");
   const int64_t per_update = it != extra.end() ? std::stoll(it->second) : saved.accum;
-  LOOM_CHECK(ranks == 1 || saved.reduce != "off",
+  LOOM_CHECK(ranks == 1 || saved.reduce != models::MicroBatchSum::off,
              "train: --resume '{}': the run was trained in one process with --reduce off, which {} ranks cannot "
              "continue bit for bit; resume it in one process (a run meant to change its number of ranks starts "
              "with --reduce exact)",
@@ -117,56 +231,49 @@ void resume_on(int ranks, models::TrainerOptions& saved, const std::map<std::str
   saved.accum = per_update / ranks;
 }
 
-// --resume DIR: the run's own options, checked against the flags given again.
+[[noreturn]] void refuse_change(const char* flag, const std::string& now, const std::string& then) {
+  fail("train: {} {} differs from the resumed run's {} (a resumed run keeps the options its updates depend on)", flag,
+       now, then);
+}
+
+// --resume DIR: the run's own options, checked against the flags given again: a kept
+// option given again must equal the run's, a changeable one given again wins.
 void take_saved_options(TrainOptions& o, const CLI::App& cmd, int ranks) {
+  using enum models::OnResume;
   const models::Trainer::SavedRun saved = models::Trainer::read_state(o.resume);
-  std::map<std::string, std::string> extra = saved.extra_state;
-  auto text = [&](const char* key) {
-    LOOM_CHECK(extra.count(key), "train: --resume '{}': the training state lacks '{}' (not written by `loom train`?)",
-               o.resume, key);
-    return extra.at(key);
-  };
-  const auto now = fixed_flags(o);
-  for (const auto& [flag, value] : now)
-    if (flag != "--accum" && cmd.get_option(flag)->count() > 0 && value != text(flag.c_str()))
-      fail("train: {} {} differs from the resumed run's {} (a resumed run keeps the options its updates depend on)",
-           flag, value, text(flag.c_str()));
-  o.src = text("--src");
-  o.tgt = text("--tgt");
-  o.preset = text("--preset");
-  o.vocab = std::stoll(text("--vocab"));
-  o.precision = extra.count("--precision") ? extra.at("--precision") : "float32";  // older runs: float32
-  // What best/ keeps: the run's choice unless given again (older runs: not saved, the default).
-  if (cmd.get_option("--best-by")->count() == 0 && extra.count("--best-by")) o.best_by = extra.at("--best-by");
-  if (cmd.get_option("--data")->count() == 0) {
-    o.data = text("data");
+  const std::map<std::string, std::string>& extra = saved.extra_state;
+  LOOM_CHECK(extra.count("data"),
+             "train: --resume '{}': the training state lacks 'data' (not written by `loom train`?)", o.resume);
+  auto given = [&](const char* flag) { return cmd.get_option(flag)->count() > 0; };
+  // The command's own options, as text in the state's extras (one saved before an
+  // option existed ran with its default: --precision float32).
+  const TrainOptions defaults;
+  for (const auto& f : train_fields()) {
+    if (f.on_resume == not_saved) continue;
+    const auto it = extra.find(f.key);
+    const std::string then = it != extra.end() ? it->second : text_of(defaults, f);
+    if (f.on_resume == kept && given(f.flag) && text_of(o, f) != then) refuse_change(f.flag, text_of(o, f), then);
+    if (f.on_resume == kept || !given(f.flag)) set_from_text(o, f, then, "train: --resume");
+  }
+  if (!given("--data")) {
+    o.data = extra.at("data");
     LOOM_CHECK(std::filesystem::is_directory(o.data),
                "train: --resume '{}': the run's corpus folder '{}' is not found from here ({}); give it with --data",
                o.resume, o.data,
                std::filesystem::path(o.data).is_relative() ? "a path relative to where the run started" : "moved?");
   }
-  // What may change: given again, it wins; otherwise the run's own value.
+  // The Trainer's, from its saved options.
   models::TrainerOptions merged = saved.options;
-  if (merged.reduce == "auto") merged.reduce = "off";  // saved before data parallelism: one process
-  auto may_change = [&](const char* flag, auto member) {
-    if (cmd.get_option(flag)->count() > 0) merged.*member = o.t.*member;
-  };
-  using T = models::TrainerOptions;
-  may_change("--epochs", &T::epochs);
-  may_change("--max-steps", &T::max_steps);
-  may_change("--cooldown-epochs", &T::cooldown_epochs);
-  may_change("--log-every", &T::log_every);
-  may_change("--save-every", &T::save_every);
-  may_change("--save-minutes", &T::save_minutes);
-  may_change("--keep-last", &T::keep_last);
-  may_change("--keep-every", &T::keep_every);
-  may_change("--keep-per-epoch", &T::keep_per_epoch);
-  may_change("--average-last", &T::average_last);
-  may_change("--reduce", &T::reduce);
-  may_change("--shard-optimizer", &T::shard_optimizer);
-  may_change("--bucket-mb", &T::bucket_mb);
-  may_change("--overlap", &T::overlap);
-  resume_on(ranks, merged, extra, cmd.get_option("--accum")->count() > 0 ? o.t.accum : 0, o.resume);
+  if (merged.reduce == models::MicroBatchSum::automatic)
+    merged.reduce = models::MicroBatchSum::off;  // before data parallelism
+  for (const auto& f : models::TrainerOptions::fields()) {
+    if (!given(f.flag)) continue;
+    if (f.on_resume == may_change)
+      std::visit([&](auto member) { merged.*member = o.t.*member; }, f.member);
+    else if (std::string_view(f.flag) != "--accum" && text_of(o.t, f) != text_of(merged, f))  // --accum: resume_on
+      refuse_change(f.flag, text_of(o.t, f), text_of(merged, f));
+  }
+  resume_on(ranks, merged, extra, given("--accum") ? o.t.accum : 0, o.resume);
   o.t = merged;
   fmt::print("resuming '{}' at step {} ({} -> {}, data '{}')\n", o.out, saved.step, o.src, o.tgt, o.data);
 }
@@ -248,28 +355,22 @@ void refuse_existing_run(const std::string& out) {
 // The values every rank of a data-parallel run must share, checked before any work:
 // a rank started with other flags or data is named instead of training apart.
 void agree_across_ranks(dist::Communicator& comm, const TrainOptions& o, const Split& train) {
-  static constexpr std::array<const char*, 4> kPresets = {"tiny", "small", "base", "big"};
-  static constexpr std::array<const char*, 4> kReduce = {"auto", "off", "exact", "fast"};
-  auto index = [](const auto& names, const std::string& name) {
-    return static_cast<int64_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  std::vector<dist::Agreed> values;
+  auto add = [&](const auto& owner, const auto& fields) {
+    for (const auto& f : fields)
+      if (f.on_resume != models::OnResume::not_saved)
+        values.push_back({f.flag, agreed_value(owner, f), [&f](int64_t v) { return show_agreed(f, v); }});
   };
-  auto fixed_text = fmt::format("{}", fmt::join(fixed_flags(o), ";"));
-  comm.agree("train", "",
-             {{"--preset", index(kPresets, o.preset),
-               [](int64_t i) { return std::string(i < 4 ? kPresets[static_cast<size_t>(i)] : "another"); }},
-              {"--seed", static_cast<int64_t>(o.t.seed)},
-              {"--accum", o.t.accum},
-              {"--shard-optimizer", o.t.shard_optimizer},
-              {"--reduce", index(kReduce, o.t.reduce),
-               [](int64_t i) { return std::string(i < 4 ? kReduce[static_cast<size_t>(i)] : "another"); }},
-              {"training sentence pairs", static_cast<int64_t>(train.corpus.src.size())},
-              {"the other options the updates depend on (a digest)",
-               static_cast<int64_t>(std::hash<std::string>{}(fixed_text))}});
+  add(o, train_fields());
+  add(o.t, models::TrainerOptions::fields());
+  values.push_back({"training sentence pairs", static_cast<int64_t>(train.corpus.src.size())});
+  comm.agree("train", "", values);
 }
 
-int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
-  use_threads(o.threads);
-  const bool main_rank = comm.rank() == 0;  // the one that prints, writes the folder and holds its lock
+// The run's options settled: a resumed run's own, the precision this machine gives,
+// the device, and everything that can be refused cheaply refused, before the folder
+// is touched or a vocabulary trained.
+void settle_options(TrainOptions& o, const CLI::App& cmd, dist::Communicator& comm) {
   if (!o.resume.empty()) {
     LOOM_CHECK(cmd.get_option("--out")->count() == 0 || o.out == o.resume,
                "train: --resume '{}' continues that folder's run; --out '{}' would be ignored (to branch a run off, "
@@ -280,7 +381,6 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   }
   o.t.comm = &comm;  // after the saved options replaced o.t (a resumed rank trained alone before)
   if (!use_precision(o.precision, o.device)) o.precision = "float32";
-  // Everything that can be refused cheaply is, before the folder is touched or a vocabulary trained.
   LOOM_CHECK(!o.data.empty(), "train: --data is required (the corpus folder)");
   o.t.device = parse_device(o.device);
   if (!comm.device().is_cpu()) {  // nccl: the rank's own GPU
@@ -289,15 +389,81 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
     o.t.device = comm.device();
   }
   o.t.validate();
-  make_config(o, o.vocab);                    // the preset, sizes and dropouts: validated for the vocabulary asked for
-  std::optional<models::RunFolderLock> lock;  // rank 0's, held until the run ends
-  if (main_rank) {
-    prepare_out(o.out);
-    lock.emplace(o.out, "loom train");
-    if (o.resume.empty()) refuse_existing_run(o.out);
-    for (const std::string& name : models::remove_stale_temporaries(o.out))
-      fmt::print("train: removed '{}/{}', left by a writer that died\n", o.out, name);
+  make_config(o, o.vocab);  // the preset, sizes and dropouts: validated for the vocabulary asked for
+}
+
+// Rank 0's hold on the run folder, until the run ends: made, locked, refused if it
+// holds another run (a new one), and cleared of a dead writer's temporaries.
+void claim_folder(const TrainOptions& o, std::optional<models::RunFolderLock>& lock) {
+  prepare_out(o.out);
+  lock.emplace(o.out, "loom train");
+  if (o.resume.empty()) refuse_existing_run(o.out);
+  for (const std::string& name : models::remove_stale_temporaries(o.out))
+    fmt::print("train: removed '{}/{}', left by a writer that died\n", o.out, name);
+}
+
+// A new run, or the resumed one; null (said so) when a resumed run has nothing left to do.
+std::unique_ptr<models::Trainer> start_trainer(const TrainOptions& o, int ranks, int64_t vocab_size,
+                                               std::vector<models::EncodedPair> train,
+                                               std::vector<models::EncodedPair> val) {
+  if (o.resume.empty()) {
+    std::map<std::string, std::string> extra = saved_flags(o);
+    extra["data"] = o.data;
+    extra["micro-batches per update"] = std::to_string(o.t.accum * ranks);
+    return std::make_unique<models::Trainer>(make_config(o, vocab_size), o.t, std::move(train), std::move(val), o.out,
+                                             std::map<std::string, std::string>{{"vocabulary", "spm.model"}}, extra);
   }
+  auto trainer = models::Trainer::resume(o.out, std::move(train), std::move(val),
+                                         [&](models::TrainerOptions& saved) { saved = o.t; });
+  if (!trainer->finished()) return trainer;
+  fmt::print(
+      "train: --resume '{}': nothing left to do, the run is at step {} after {} epoch(s) (--epochs {}{}); "
+      "give a larger --epochs or --max-steps to train on\n",
+      o.out, trainer->step(), trainer->epoch() - 1, o.t.epochs,
+      o.t.max_steps > 0 ? fmt::format(", --max-steps {}", o.t.max_steps) : "");
+  return nullptr;
+}
+
+void print_setup(const TrainOptions& o, models::Trainer& trainer, const dist::Communicator& comm) {
+  const models::TransformerConfig& config = trainer.config();
+  fmt::print(
+      "model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, "
+      "dropout {} (attention {}, relu {}), {} positions; {} threads, {} matmuls\n",
+      o.preset, trainer.model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
+      config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
+      config.learned_positions ? "learned" : "sinusoid", o.threads, o.precision);
+  if (comm.world_size() > 1) {
+    fmt::print("data parallel: {} ranks ({}), {} reduction, {} micro-batches per rank per update\n", comm.world_size(),
+               comm.backend_name(), models::name_of(trainer.options().reduce), trainer.options().accum);
+    const dist::GradientReducer& reducer = *trainer.reducer();
+    fmt::print("gradient buckets: {} of up to {:g} MiB, summed across ranks {}\n", reducer.bucket_count(),
+               trainer.options().bucket_mb,
+               reducer.overlaps() ? "while backward runs (a communication thread)" : "after backward");
+    const auto [mine, all] = trainer.optimizer_state_bytes();
+    fmt::print("optimizer state: Adam's moments {}, {:.2f} MiB on rank 0 of {:.2f} MiB\n",
+               trainer.options().shard_optimizer ? "sharded" : "on every rank", mine / 1048576.0, all / 1048576.0);
+  }
+  std::fflush(stdout);
+}
+
+// --best-by bleu: the validation sources, cut to the model's length, for greedy BLEU at each checkpoint.
+std::vector<std::vector<int64_t>> validation_sources(const models::Vocabulary& vocab, const models::ParallelCorpus& val,
+                                                     int64_t max_len) {
+  std::vector<std::vector<int64_t>> sources;
+  for (const std::string& line : val.src) {
+    std::vector<int64_t> ids = vocab.encode(line);
+    if (static_cast<int64_t>(ids.size()) > max_len - 2) ids.resize(static_cast<size_t>(max_len - 2));
+    sources.push_back(std::move(ids));
+  }
+  return sources;
+}
+
+int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
+  use_threads(o.threads);
+  const bool main_rank = comm.rank() == 0;  // the one that prints, writes the folder and holds its lock
+  settle_options(o, cmd, comm);
+  std::optional<models::RunFolderLock> lock;
+  if (main_rank) claim_folder(o, lock);
   const std::string spm_prefix = o.out + "/spm", spm_path = spm_prefix + ".model";
   const Split train_split = read_split(o.data, o.src, o.tgt, "train"),
               val_split = read_split(o.data, o.src, o.tgt, "val");
@@ -306,72 +472,28 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   fmt::print("train: {} sentence pairs ({} -> {}), validation {}\n", train.src.size(), o.src, o.tgt, val.src.size());
   if (o.resume.empty() && main_rank) prepare_vocabulary(train, spm_prefix, o.vocab);
   comm.barrier();  // the other ranks read the vocabulary rank 0 prepared
-  if (!o.resume.empty()) {
-    LOOM_CHECK(std::filesystem::exists(spm_path), "train: --resume '{}': the vocabulary '{}' is missing", o.resume,
-               spm_path);
-  }
+  LOOM_CHECK(o.resume.empty() || std::filesystem::exists(spm_path),
+             "train: --resume '{}': the vocabulary '{}' is missing", o.resume, spm_path);
   models::Vocabulary vocab(spm_path);
-  std::vector<models::EncodedPair> train_pairs = keep_fitting(encode(vocab, train), train_split, o.t.max_len),
-                                   val_pairs = keep_fitting(encode(vocab, val), val_split, o.t.max_len);
+  std::vector<models::EncodedPair> train_pairs = keep_fitting(encode(vocab, train), train_split, o.t.max_len);
   const int64_t total_steps = estimated_steps(o, train_pairs, comm.world_size());
-  std::unique_ptr<models::Trainer> trainer;
-  if (o.resume.empty()) {
-    std::map<std::string, std::string> extra = fixed_flags(o);
-    extra["data"] = o.data;
-    extra["micro-batches per update"] = std::to_string(o.t.accum * comm.world_size());
-    extra["--best-by"] = o.best_by;
-    trainer = std::make_unique<models::Trainer>(make_config(o, vocab.size()), o.t, std::move(train_pairs),
-                                                std::move(val_pairs), o.out,
-                                                std::map<std::string, std::string>{{"vocabulary", "spm.model"}}, extra);
-  } else {
-    trainer = models::Trainer::resume(o.out, std::move(train_pairs), std::move(val_pairs),
-                                      [&](models::TrainerOptions& saved) { saved = o.t; });
-    if (trainer->finished()) {
-      fmt::print(
-          "train: --resume '{}': nothing left to do, the run is at step {} after {} epoch(s) (--epochs {}{}); "
-          "give a larger --epochs or --max-steps to train on\n",
-          o.out, trainer->step(), trainer->epoch() - 1, o.t.epochs,
-          o.t.max_steps > 0 ? fmt::format(", --max-steps {}", o.t.max_steps) : "");
-      return 0;
-    }
-  }
-  const models::TransformerConfig& config = trainer->config();
-  fmt::print(
-      "model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, "
-      "dropout {} (attention {}, relu {}), {} positions; {} threads, {} matmuls\n",
-      o.preset, trainer->model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
-      config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
-      config.learned_positions ? "learned" : "sinusoid", o.threads, o.precision);
-  if (comm.world_size() > 1) {
-    fmt::print("data parallel: {} ranks ({}), {} reduction, {} micro-batches per rank per update\n", comm.world_size(),
-               comm.backend_name(), trainer->options().reduce, trainer->options().accum);
-    const dist::GradientReducer& reducer = *trainer->reducer();
-    fmt::print("gradient buckets: {} of up to {:g} MiB, summed across ranks {}\n", reducer.bucket_count(),
-               trainer->options().bucket_mb,
-               reducer.overlaps() ? "while backward runs (a communication thread)" : "after backward");
-    const auto [mine, all] = trainer->optimizer_state_bytes();
-    fmt::print("optimizer state: Adam's moments {}, {:.2f} MiB on rank 0 of {:.2f} MiB\n",
-               trainer->options().shard_optimizer ? "sharded" : "on every rank", mine / 1048576.0, all / 1048576.0);
-  }
-  std::fflush(stdout);
+  std::unique_ptr<models::Trainer> trainer = start_trainer(o, comm.world_size(), vocab.size(), std::move(train_pairs),
+                                                           keep_fitting(encode(vocab, val), val_split, o.t.max_len));
+  if (!trainer) return 0;
+  print_setup(o, *trainer, comm);
   // Only rank 0 shows the run and writes metrics.jsonl; every rank stops on a signal.
   std::optional<TrainingMonitor> monitor;
   models::TrainerHooks hooks;
   if (main_rank) {
-    monitor.emplace(trainer->model(), monitor_options(o, total_steps, config));
+    monitor.emplace(trainer->model(), monitor_options(o, total_steps, trainer->config()));
     hooks = monitoring_hooks(*monitor);
   } else {
     hooks.stop = &stop_flag();
   }
   poison_for_tests(hooks, *trainer);
-  // --best-by bleu: greedy BLEU of every validation sentence at each checkpoint.
   std::vector<std::vector<int64_t>> val_sources;
   if (o.best_by == "bleu" && main_rank) {
-    for (const std::string& line : val.src) {
-      std::vector<int64_t> ids = vocab.encode(line);
-      if (static_cast<int64_t>(ids.size()) > config.max_len - 2) ids.resize(static_cast<size_t>(config.max_len - 2));
-      val_sources.push_back(std::move(ids));
-    }
+    val_sources = validation_sources(vocab, val, trainer->config().max_len);
     hooks.validation_score = [&](models::Transformer& model) {
       return models::greedy_bleu(model, vocab, val_sources, val.tgt);
     };
@@ -386,117 +508,15 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
 void add_train_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("train", "train a Transformer on a parallel corpus (Multi30k layout)");
   auto o = std::make_shared<TrainOptions>();
-  models::TrainerOptions& t = o->t;
   cmd->add_option("--data", o->data, "folder with train.<lang>[.gz] and val.<lang>[.gz] (a resumed run: the run's)");
   cmd->add_option("--resume", o->resume,
                   "continue the run in this folder from its training state, bit for bit (its --out)");
-  cmd->add_option("--src", o->src, "source language suffix")->capture_default_str();
-  cmd->add_option("--tgt", o->tgt, "target language suffix")->capture_default_str();
   cmd->add_option("--out", o->out, "folder for spm.model, model.safetensors and the training state")
       ->capture_default_str();
-  cmd->add_option("--preset", o->preset, "tiny, small, base or big")->capture_default_str();
-  cmd->add_option("--vocab", o->vocab, "SentencePiece pieces (first run)")
-      ->capture_default_str()
-      ->check(in_range(5, models::TransformerConfig::kMaxVocab));
-  cmd->add_option("--max-tokens", t.max_tokens,
-                  "tokens per batch: sentences x longest side, so each side's padded tokens (source and target) "
-                  "stay within it; above --max-len (a batch holds a sentence)")
-      ->capture_default_str()
-      ->check(at_least(2));
-  cmd->add_option("--accum", t.accum, "batches per update (gradient accumulation: --max-tokens x this per update)")
-      ->capture_default_str()
-      ->check(in_range(1, 1 << 20));
-  cmd->add_option("--max-len", t.max_len, "longest sentence kept, in pieces")
-      ->capture_default_str()
-      ->check(in_range(1, models::TransformerConfig::kMaxLen - 1));
-  cmd->add_option("--epochs", t.epochs, "passes over the corpus")->capture_default_str()->check(at_least(1));
-  cmd->add_option("--max-steps", t.max_steps, "stop after this many updates (0: no limit)")
-      ->capture_default_str()
-      ->check(at_least(0));
-  cmd->add_option("--warmup", t.warmup, "Noam warm-up steps")->capture_default_str()->check(at_least(1));
-  cmd->add_option("--lr-factor", t.lr_factor, "Noam factor")->capture_default_str()->check(in_range(0, kMaxLrFactor));
-  cmd->add_option("--cooldown-epochs", t.cooldown_epochs,
-                  "scale the Noam rate down linearly to ~0 over the last this-many of --epochs (0: off)")
-      ->capture_default_str()
-      ->check(in_range(0.0, 1e6));
-  cmd->add_option("--clip", t.clip, "clip the global gradient norm to this (0: off)")
-      ->capture_default_str()
-      ->check(in_range(0, 1e6));
-  cmd->add_flag("--regroup-batches", t.regroup_batches,
-                "group each epoch's batches anew (sentences of equal lengths in a drawn order, so batch companions "
-                "change) instead of the same batches in a new order");
-  cmd->add_option("--dropout", o->dropout, "residual dropout, and the default of the two below (default: the preset's)")
-      ->check(in_range(0, 1, true));
-  cmd->add_option("--attention-dropout", o->attention_dropout, "dropout on attention weights (default: --dropout)")
-      ->check(in_range(0, 1, true));
-  cmd->add_option("--relu-dropout", o->relu_dropout, "dropout after the feed-forward's ReLU (default: --dropout)")
-      ->check(in_range(0, 1, true));
-  cmd->add_option("--positions", o->positions, "sinusoid (the paper's) or learned (Table 3, row E)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sinusoid", "learned"}));
-  constexpr auto kMaxWidth = static_cast<double>(models::TransformerConfig::kMaxWidth);  // the config's own bound
-  cmd->add_option("--d-model", o->d_model, "model width (default: the preset's)")->check(in_range(1, kMaxWidth));
-  cmd->add_option("--d-ff", o->d_ff, "feed-forward inner width (default: the preset's)")->check(in_range(1, kMaxWidth));
-  cmd->add_option("--heads", o->heads, "attention heads, dividing --d-model (default: the preset's)")
-      ->check(in_range(1, 1024));
-  cmd->add_option("--layers", o->layers, "encoder and decoder layers each (default: the preset's)")
-      ->check(in_range(1, 256));
-  cmd->add_option("--label-smoothing", t.label_smoothing, "label smoothing")
-      ->capture_default_str()
-      ->check(in_range(0, 1, true));
+  add_fields(*cmd, *o, train_fields());
+  add_fields(*cmd, o->t, models::TrainerOptions::fields());
   add_threads_option(*cmd, o->threads);
-  add_precision_option(*cmd, o->precision);
-  cmd->add_option("--best-by", o->best_by,
-                  "what best/ keeps: bleu (greedy BLEU of the validation set, printed at each checkpoint) or loss")
-      ->check(CLI::IsMember({"bleu", "loss"}))
-      ->capture_default_str();
   add_device_option(*cmd, o->device);
-  cmd->add_option("--seed", t.seed, "initialization, shuffling and dropout seed")
-      ->capture_default_str()
-      ->check(seed_range());
-  cmd->add_option("--log-every", t.log_every, "steps between progress lines")
-      ->capture_default_str()
-      ->check(at_least(1));
-  cmd->add_option("--save-every", t.save_every, "also save a checkpoint every this many steps (0: at epoch ends only)")
-      ->capture_default_str()
-      ->check(at_least(0));
-  cmd->add_option("--save-minutes", t.save_minutes, "also save a checkpoint every this many minutes (0: off)")
-      ->capture_default_str()
-      ->check(in_range(0, 1e6));
-  cmd->add_option("--keep-last", t.keep_last, "keep the last K checkpoints as step-<N>.safetensors (0: none)")
-      ->capture_default_str()
-      ->check(in_range(0, 1 << 20));
-  cmd->add_option("--keep-every", t.keep_every,
-                  "also keep the weights every this many steps among the last K (step-<N>.safetensors; no validation "
-                  "or training state, so cheap: more models for --average-last); 0: off")
-      ->capture_default_str()
-      ->check(at_least(0));
-  cmd->add_option("--keep-per-epoch", t.keep_per_epoch,
-                  "or keep the weights at this many evenly spaced points of each epoch, its end one of them (2: the "
-                  "middle and the end, whatever an epoch's steps); 0: off")
-      ->capture_default_str()
-      ->check(at_least(0));
-  cmd->add_option("--average-last", t.average_last, "at the end, average the last K checkpoints into <out>/average")
-      ->capture_default_str()
-      ->check(in_range(0, 1 << 20));
-  cmd->add_option("--reduce", t.reduce,
-                  "how an update's micro-batch gradients are summed: exact (a fixed tree over the micro-batch index: "
-                  "the same bits on any number of ranks), fast (MPI's own all-reduce across ranks: bits may differ "
-                  "with the rank count), off (added into the gradients one after another: one process only). "
-                  "Default: off for one process, exact under mpirun")
-      ->check(CLI::IsMember({"exact", "fast", "off"}));
-  cmd->add_flag("--shard-optimizer", t.shard_optimizer,
-                "data-parallel runs: each rank keeps Adam's moments for 1/N of the parameters and updates those "
-                "(ZeRO stage 1; the same bits, less memory per rank)");
-  cmd->add_option("--bucket-mb", t.bucket_mb,
-                  "data-parallel runs: gradients are summed across ranks in buckets of about this many MiB, each "
-                  "as soon as backward has made it (PyTorch DDP's bucket_cap_mb; the bits do not change)")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-6, 1e6));
-  cmd->add_option("--overlap", t.overlap,
-                  "data-parallel runs: sum the buckets on a communication thread while backward runs (on), or "
-                  "after backward (off); the bits do not change")
-      ->capture_default_str();
   cmd->add_option("--communicator", o->communicator,
                   "how ranks exchange gradients: auto (mpi under mpirun, else one process), mpi, or nccl (each rank "
                   "on its own GPU, --device cuda; the ranks still come from mpirun)")

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "loom/atomic_file.h"
+#include "loom/byte_hash.h"
 #include "loom/error.h"
 
 namespace loom::tools {
@@ -50,14 +51,15 @@ namespace {
 // What a vocabulary was trained from, beside it (spm.source.json): a leftover
 // spm.model is reused only for the same corpus and size.
 std::string vocabulary_source(const models::ParallelCorpus& train, int64_t pieces) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over both sides, line by line
+  ByteHash h;  // both sides, line by line, each line ended by a byte no UTF-8 text holds
   auto mix = [&](const std::string& text) {
-    for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    h = (h ^ 0xffu) * 1099511628211ull;
+    h.add(text);
+    h.add_byte(0xff);
   };
   for (const auto& line : train.src) mix(line);
   for (const auto& line : train.tgt) mix(line);
-  return fmt::format("{{\"pieces\": {}, \"corpus\": \"{:016x}\", \"sentences\": {}}}\n", pieces, h, train.src.size());
+  return fmt::format("{{\"pieces\": {}, \"corpus\": \"{:016x}\", \"sentences\": {}}}\n", pieces, h.value(),
+                     train.src.size());
 }
 
 }  // namespace

@@ -105,7 +105,7 @@ std::string tensor_problem(std::string_view op, std::string_view name, const Ten
 
 std::string_view reduce_name(Reduce mode) { return mode == Reduce::exact ? "exact" : "fast"; }
 
-void Communicator::agree(std::string_view op, std::string_view local_problem, std::initializer_list<Agreed> values) {
+void Communicator::agree(std::string_view op, std::string_view local_problem, std::span<const Agreed> values) {
   // One max over ranks of [refusing rank + 1, v0, -v0, v1, -v1, ...] gives every rank
   // the same view: who refused, and each value's range.
   std::vector<int64_t> maxima{local_problem.empty() ? 0 : rank() + 1};

@@ -125,7 +125,7 @@ TransformerConfig by_name(const std::string& name, int64_t vocab) {
   if (name == "small") return small(vocab);
   if (name == "base") return base(vocab);
   if (name == "big") return big(vocab);
-  fail("presets: unknown preset '{}' (tiny, small, base, big)", name);
+  fail("presets: unknown preset '{}' ({})", name, fmt::join(kNames, ", "));
 }
 
 }  // namespace presets

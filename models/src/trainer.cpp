@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "loom/atomic_file.h"
+#include "loom/byte_hash.h"
 #include "loom/dist/gradient_reducer.h"
 #include "loom/dist/tree_sum.h"
 #include "loom/error.h"
@@ -27,38 +28,6 @@ namespace {
 // must stay below the next one's start.
 constexpr int kDropoutStrideBits = 16;
 
-void check_ranges(const TrainerOptions& o) {
-  LOOM_CHECK(o.max_tokens > o.max_len, "train: --max-tokens {} must exceed --max-len {} (a batch holds a sentence)",
-             o.max_tokens, o.max_len);
-  LOOM_CHECK(o.max_len >= 1, "train: --max-len must be at least 1, got {}", o.max_len);
-  LOOM_CHECK(o.accum >= 1, "train: --accum must be at least 1, got {}", o.accum);
-  LOOM_CHECK(o.warmup >= 1, "train: --warmup must be at least 1, got {}", o.warmup);
-  LOOM_CHECK(o.lr_factor > 0 && std::isfinite(o.lr_factor), "train: --lr-factor must be above 0, got {}", o.lr_factor);
-  LOOM_CHECK(o.label_smoothing >= 0 && o.label_smoothing < 1, "train: --label-smoothing must be in [0, 1), got {}",
-             o.label_smoothing);
-  LOOM_CHECK(o.clip >= 0 && std::isfinite(o.clip), "train: --clip must be at least 0, got {}", o.clip);
-  LOOM_CHECK(o.epochs >= 1 && o.max_steps >= 0 && o.log_every >= 1,
-             "train: --epochs and --log-every must be at least 1 and --max-steps at least 0, got {}, {} and {}",
-             o.epochs, o.log_every, o.max_steps);
-  LOOM_CHECK(o.cooldown_epochs >= 0 && o.cooldown_epochs <= static_cast<double>(o.epochs),
-             "train: --cooldown-epochs must be in [0, --epochs {}], got {}", o.epochs, o.cooldown_epochs);
-  LOOM_CHECK(o.save_every >= 0 && o.save_minutes >= 0 && o.keep_last >= 0 && o.keep_every >= 0 &&
-                 o.keep_per_epoch >= 0 && o.average_last >= 0,
-             "train: --save-every, --save-minutes, --keep-last, --keep-every, --keep-per-epoch and --average-last must "
-             "be at least 0");
-  LOOM_CHECK(o.keep_every == 0 || o.keep_per_epoch == 0,
-             "train: --keep-every {} and --keep-per-epoch {} both place snapshots; give one", o.keep_every,
-             o.keep_per_epoch);
-  const auto [flag, value] =
-      o.keep_every > 0 ? std::pair("--keep-every", o.keep_every) : std::pair("--keep-per-epoch", o.keep_per_epoch);
-  LOOM_CHECK(value == 0 || o.keep_last > 0 || o.average_last > 0,
-             "train: {} {} keeps snapshots among the last --keep-last (or --average-last) models; give one of them",
-             flag, value);
-  LOOM_CHECK(o.reduce == "auto" || o.reduce == "off" || o.reduce == "exact" || o.reduce == "fast",
-             "train: --reduce must be exact, fast or off, got '{}'", o.reduce);
-  LOOM_CHECK(o.average_last != 1, "train: --average-last 1 averages nothing; give 0 (off) or at least 2");
-}
-
 bool all_finite(const Tensor& t) {
   NoGradGuard no_grad;
   // A sum in float64 is non-finite exactly when an element is (float32 values cannot overflow it).
@@ -67,20 +36,15 @@ bool all_finite(const Tensor& t) {
 
 }  // namespace
 
-void TrainerOptions::validate() const { check_ranges(*this); }
-
 uint64_t fingerprint(const std::vector<EncodedPair>& pairs) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
-  };
+  ByteHash h;
   for (const auto& p : pairs) {
-    mix(p.src.size());
-    for (int64_t id : p.src) mix(static_cast<uint64_t>(id));
-    mix(p.tgt.size());
-    for (int64_t id : p.tgt) mix(static_cast<uint64_t>(id));
+    h.add_u64(p.src.size());
+    for (int64_t id : p.src) h.add_u64(static_cast<uint64_t>(id));
+    h.add_u64(p.tgt.size());
+    for (int64_t id : p.tgt) h.add_u64(static_cast<uint64_t>(id));
   }
-  return h;
+  return h.value();
 }
 
 std::string Trainer::state_path(const std::string& out) {
@@ -122,8 +86,9 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
   }
   options_.comm = comm_;
   const int world = comm_->world_size();
-  if (options_.reduce == "auto") options_.reduce = world > 1 ? "exact" : "off";
-  LOOM_CHECK(world == 1 || options_.reduce != "off",
+  if (options_.reduce == MicroBatchSum::automatic)
+    options_.reduce = world > 1 ? MicroBatchSum::exact : MicroBatchSum::off;
+  LOOM_CHECK(world == 1 || options_.reduce != MicroBatchSum::off,
              "train: --reduce off adds micro-batches into .grad within one process; with {} ranks give --reduce exact "
              "or fast",
              world);
@@ -140,7 +105,7 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
     reducer_ = std::make_unique<dist::GradientReducer>(
         *comm_, params_, options_.accum,
         dist::GradientReducerOptions{
-            .mode = options_.reduce == "fast" ? dist::Reduce::fast : dist::Reduce::exact,
+            .mode = options_.reduce == MicroBatchSum::fast ? dist::Reduce::fast : dist::Reduce::exact,
             .bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(options_.bucket_mb * (1 << 20))),
             .overlap = options_.overlap});
   owned_ = owned_by(comm_->rank());
@@ -160,6 +125,12 @@ static Batch on_device(const Batch& b, Device device) {
   return {b.src.to(device), b.tgt_in.to(device), b.tgt_out.to(device), b.src_tokens, b.tgt_tokens};
 }
 
+Tensor Trainer::batch_loss(const Batch& host_batch) {
+  const Batch b = on_device(host_batch, options_.device);
+  return label_smoothed_cross_entropy(model_->forward(b.src, b.tgt_in), b.tgt_out, options_.label_smoothing,
+                                      config_.pad_id);
+}
+
 // ---- one update ----
 double Trainer::accumulate_gradients(const std::vector<Batch>& batches, int64_t step) {
   if (data_parallel()) return accumulate_data_parallel(batches, step);
@@ -167,13 +138,11 @@ double Trainer::accumulate_gradients(const std::vector<Batch>& batches, int64_t 
   for (const Batch& b : batches) total_tokens += static_cast<double>(b.tgt_tokens);
   LOOM_CHECK(total_tokens > 0, "train: an update of {} batches has no target tokens", batches.size());
   double loss_sum = 0;
-  for (const Batch& host_batch : batches) {
-    const Batch b = on_device(host_batch, options_.device);
+  for (const Batch& b : batches) {
     // Each loss is a mean over its own target tokens: weighted by its share of
     // the update's tokens, the summed gradients are those of the mean over all of them.
     const double share = static_cast<double>(b.tgt_tokens) / total_tokens;
-    Tensor loss = label_smoothed_cross_entropy(model_->forward(b.src, b.tgt_in), b.tgt_out, options_.label_smoothing,
-                                               config_.pad_id);
+    Tensor loss = batch_loss(b);
     const double value = loss.to(kCPU).item<double>();
     if (!std::isfinite(value)) diverged("the training loss", step, value);
     if (batches.size() == 1)
@@ -221,11 +190,10 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
       losses.add(no_loss);
       continue;
     }
-    const Batch b = on_device(batches[static_cast<size_t>(g)], options_.device);
+    const Batch& b = batches[static_cast<size_t>(g)];
     const uint64_t start = static_cast<uint64_t>((step - 1) * global + g + 1) << kDropoutStrideBits;
     gen_.set_offset(start);
-    Tensor loss = label_smoothed_cross_entropy(model_->forward(b.src, b.tgt_in), b.tgt_out, options_.label_smoothing,
-                                               config_.pad_id);
+    Tensor loss = batch_loss(b);
     LOOM_CHECK(gen_.offset() - start < (uint64_t{1} << kDropoutStrideBits),
                "train: a micro-batch drew {} dropout offsets, more than the {} kept apart for it",
                gen_.offset() - start, uint64_t{1} << kDropoutStrideBits);
@@ -261,13 +229,8 @@ double Trainer::evaluate(const std::vector<Batch>& batches) {
   NoGradGuard no_grad;
   nn::EvalModeGuard eval(*model_);
   double total = 0, tokens = 0;
-  for (const auto& host_batch : batches) {
-    const Batch b = on_device(host_batch, options_.device);
-    total += label_smoothed_cross_entropy(model_->forward(b.src, b.tgt_in), b.tgt_out, options_.label_smoothing,
-                                          config_.pad_id)
-                 .to(kCPU)
-                 .item<double>() *
-             static_cast<double>(b.tgt_tokens);
+  for (const Batch& b : batches) {
+    total += batch_loss(b).to(kCPU).item<double>() * static_cast<double>(b.tgt_tokens);
     tokens += static_cast<double>(b.tgt_tokens);
   }
   return total / tokens;
@@ -307,10 +270,69 @@ bool Trainer::snapshot_due(int64_t before, int64_t after, int64_t count) const {
   return k > 1 && after * k / count > before * k / count;  // crossed one of the points j * count / k
 }
 
+void Trainer::schedule_cooldown(int64_t batches_in_epoch) {
+  // An epoch's updates as the fixed grouping counts them (drawn ones vary).
+  const int64_t fixed_count =
+      options_.regroup_batches ? count_batches(train_, options_.max_tokens, options_.max_len) : batches_in_epoch;
+  const int64_t updates_per_epoch = (fixed_count + batches_per_update() - 1) / batches_per_update();
+  const int64_t end = options_.epochs * updates_per_epoch;
+  noam_->set_cooldown(end - std::llround(options_.cooldown_epochs * static_cast<double>(updates_per_epoch)), end);
+}
+
+StepReport Trainer::take_step(const std::vector<Batch>& update, const TrainerHooks& hooks) {
+  StepReport r{.step = step_ + 1, .epoch = epoch_};
+  r.log = r.step % options_.log_every == 0;
+  zero_grad();
+  r.loss = accumulate_gradients(update, r.step);
+  if (hooks.gradients_ready) hooks.gradients_ready(r.step);
+  if (options_.clip > 0)
+    r.grad_norm = optim::clip_grad_norm(params_, options_.clip);
+  else if (r.log)
+    r.grad_norm = optim::grad_norm(params_);  // a pass over every gradient: only when reported
+  r.lr = noam_->step();
+  adam_->step();
+  const auto share_start = std::chrono::steady_clock::now();
+  share_updated_parameters();
+  if (data_parallel()) {
+    const double share_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - share_start).count();
+    r.reduce_seconds = reduce_seconds_ + share_seconds;
+    r.communication_seconds = communication_seconds_ + share_seconds;
+  }
+  ++step_;
+  batch_in_epoch_ += static_cast<int64_t>(update.size());
+  for (const Batch& b : update) r.src_tokens += b.src_tokens, r.tgt_tokens += b.tgt_tokens;
+  window_loss_ += r.loss * static_cast<double>(r.tgt_tokens);
+  window_tokens_ += static_cast<double>(r.tgt_tokens);
+  if (r.log) {
+    r.window_loss = window_loss_ / window_tokens_;
+    window_loss_ = window_tokens_ = 0;
+  }
+  return r;
+}
+
+void Trainer::save_if_due(const TrainerHooks& hooks, int64_t update_size, int64_t batches_in_epoch) {
+  const bool by_steps = options_.save_every > 0 && step_ % options_.save_every == 0;
+  // Each rank's clock: saved when any rank's says so (a sharded save is a collective).
+  const bool by_time =
+      options_.save_minutes > 0 &&
+      any_rank(std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_).count() >=
+               options_.save_minutes * 60);
+  if ((by_steps || by_time) && batch_in_epoch_ < batches_in_epoch)
+    save_checkpoint(hooks, false);  // kept too, when any are
+  else if (snapshot_due(batch_in_epoch_ - update_size, batch_in_epoch_, batches_in_epoch))
+    keep_snapshot();
+}
+
+void Trainer::save_interrupted(const TrainerHooks& hooks) {
+  check_finite_parameters("interrupted");
+  const Moments moments = optimizer_moments();  // a collective when sharded
+  if (is_main_rank()) save_state(moments);
+  if (hooks.message)
+    hooks.message(fmt::format("interrupted after step {}: saved '{}'; `loom train --resume {}` continues", step_,
+                              state_path(out_), out_));
+}
+
 bool Trainer::run(const TrainerHooks& hooks) {
-  auto say = [&](const std::string& text) {
-    if (hooks.message) hooks.message(text);
-  };
   auto limit_reached = [&] { return options_.max_steps > 0 && step_ >= options_.max_steps; };
   model_->train();
   while (epoch_ <= options_.epochs && !limit_reached()) {
@@ -320,61 +342,14 @@ bool Trainer::run(const TrainerHooks& hooks) {
                                                     options_.regroup_batches ? Grouping::drawn : Grouping::fixed);
     const uint64_t next_epoch_offset = shuffle_.offset();
     const int64_t count = static_cast<int64_t>(batches.size());
-    if (options_.cooldown_epochs > 0) {  // an epoch's updates as the fixed grouping counts them (drawn ones vary)
-      const int64_t fixed_count =
-          options_.regroup_batches ? count_batches(train_, options_.max_tokens, options_.max_len) : count;
-      const int64_t updates_per_epoch = (fixed_count + batches_per_update() - 1) / batches_per_update();
-      const int64_t end = options_.epochs * updates_per_epoch;
-      noam_->set_cooldown(end - std::llround(options_.cooldown_epochs * static_cast<double>(updates_per_epoch)), end);
-    }
+    if (options_.cooldown_epochs > 0) schedule_cooldown(count);
     while (batch_in_epoch_ < count && !limit_reached()) {
       const int64_t n = std::min(batches_per_update(), count - batch_in_epoch_);
-      const std::vector<Batch> update(batches.begin() + batch_in_epoch_, batches.begin() + batch_in_epoch_ + n);
-      StepReport r{.step = step_ + 1, .epoch = epoch_};
-      r.log = r.step % options_.log_every == 0;
-      zero_grad();
-      r.loss = accumulate_gradients(update, r.step);
-      if (hooks.gradients_ready) hooks.gradients_ready(r.step);
-      if (options_.clip > 0)
-        r.grad_norm = optim::clip_grad_norm(params_, options_.clip);
-      else if (r.log)
-        r.grad_norm = optim::grad_norm(params_);  // a pass over every gradient: only when reported
-      r.lr = noam_->step();
-      adam_->step();
-      const auto share_start = std::chrono::steady_clock::now();
-      share_updated_parameters();
-      if (data_parallel()) {
-        const double share_seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - share_start).count();
-        r.reduce_seconds = reduce_seconds_ + share_seconds;
-        r.communication_seconds = communication_seconds_ + share_seconds;
-      }
-      ++step_;
-      batch_in_epoch_ += n;
-      for (const Batch& b : update) r.src_tokens += b.src_tokens, r.tgt_tokens += b.tgt_tokens;
-      window_loss_ += r.loss * static_cast<double>(r.tgt_tokens);
-      window_tokens_ += static_cast<double>(r.tgt_tokens);
-      if (r.log) {
-        r.window_loss = window_loss_ / window_tokens_;
-        window_loss_ = window_tokens_ = 0;
-      }
+      const StepReport r = take_step({batches.begin() + batch_in_epoch_, batches.begin() + batch_in_epoch_ + n}, hooks);
       if (hooks.step_done) hooks.step_done(r);
-      const bool by_steps = options_.save_every > 0 && step_ % options_.save_every == 0;
-      // Each rank's clock: saved when any rank's says so (a sharded save is a collective).
-      const bool by_time =
-          options_.save_minutes > 0 &&
-          any_rank(std::chrono::duration<double>(std::chrono::steady_clock::now() - last_save_time_).count() >=
-                   options_.save_minutes * 60);
-      if ((by_steps || by_time) && batch_in_epoch_ < count)
-        save_checkpoint(hooks, false);  // kept too, when any are
-      else if (snapshot_due(batch_in_epoch_ - n, batch_in_epoch_, count))
-        keep_snapshot();
+      save_if_due(hooks, n, count);
       if (stop_requested(hooks)) {
-        check_finite_parameters("interrupted");
-        const Moments moments = optimizer_moments();  // a collective when sharded
-        if (is_main_rank()) save_state(moments);
-        say(fmt::format("interrupted after step {}: saved '{}'; `loom train --resume {}` continues", step_,
-                        state_path(out_), out_));
+        save_interrupted(hooks);
         return false;
       }
     }

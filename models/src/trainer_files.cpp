@@ -19,14 +19,6 @@ namespace loom::models {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// With defaults: a state saved before `reduce` existed reads as "auto".
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainerOptions, max_tokens, max_len, accum, warmup, lr_factor,
-                                                label_smoothing, clip, seed, regroup_batches, reduce, epochs, max_steps,
-                                                cooldown_epochs, log_every, save_every, save_minutes, keep_last,
-                                                keep_every, keep_per_epoch, average_last, shard_optimizer)
-
-std::string TrainerOptions::to_json() const { return json(*this).dump(); }
-
 namespace {
 constexpr const char* kStateFormat = "loom-training-state";
 constexpr const char* kStateVersion = "1";
@@ -186,7 +178,7 @@ Trainer::SavedRun Trainer::read_state(const std::string& out) {
              field("version"), kStateVersion);
   SavedRun run;
   try {
-    run.options = json::parse(field("options")).get<TrainerOptions>();
+    run.options = TrainerOptions::from_json(field("options"));
     run.metadata = json::parse(field("metadata")).get<std::map<std::string, std::string>>();
     run.extra_state = json::parse(field("extra")).get<std::map<std::string, std::string>>();
     run.step = json::parse(field("progress")).at("step").get<int64_t>();

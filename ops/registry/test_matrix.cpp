@@ -7,6 +7,7 @@
 #include "loom/backend.h"
 #include "loom/gradcheck.h"
 #include "loom/kernel_table.h"
+#include "loom/byte_hash.h"
 #include "loom/ops.h"
 #include "loom/philox.h"
 
@@ -15,9 +16,9 @@ namespace loom {
 namespace {
 
 uint64_t name_seed(const std::string& name, size_t index) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h ^ (index * 0x9e3779b97f4a7c15ull);
+  ByteHash h;
+  h.add(name);
+  return h.value() ^ (index * 0x9e3779b97f4a7c15ull);
 }
 
 // Values for one input spec, drawn from Philox: the same on every machine.

@@ -9,6 +9,7 @@
 // ranks that disagree, make every rank throw a loom::Error naming the op, never a
 // hang with some ranks waiting in a collective the others left.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -32,7 +33,7 @@ std::string_view reduce_name(Reduce mode);
 struct Agreed {
   std::string_view what;  // "element count", "dtype", ...
   int64_t value;
-  std::string (*show)(int64_t value) = nullptr;  // how to print it (default: the number)
+  std::function<std::string(int64_t value)> show = {};  // how to print it (default: the number)
 };
 
 class Communicator {
@@ -71,7 +72,10 @@ class Communicator {
   // throws its own message, the others name it) or when the ranks' `values` differ
   // (naming the value and its range over ranks). For collectives, and for a run's
   // start-up checks (same data, preset, seed on every rank).
-  void agree(std::string_view op, std::string_view local_problem, std::initializer_list<Agreed> values);
+  void agree(std::string_view op, std::string_view local_problem, std::span<const Agreed> values);
+  void agree(std::string_view op, std::string_view local_problem, std::initializer_list<Agreed> values) {
+    agree(op, local_problem, std::span<const Agreed>(values.begin(), values.size()));
+  }
 
   // Point to point, for algorithms built on the backend (the exact reduction):
   // sends send_count elements of host memory to rank `peer` while receiving

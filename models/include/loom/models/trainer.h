@@ -32,65 +32,53 @@
 #include "loom/dist/communicator.h"
 #include "loom/dist/gradient_reducer.h"
 #include "loom/models/data.h"
+#include "loom/models/option_table.h"
 #include "loom/models/transformer.h"
 #include "loom/nn/checkpoint.h"
 #include "loom/optim.h"
 
 namespace loom::models {
 
+// The Trainer's options. Each member's initializer is its default; its flag, help,
+// range and what a resume or the ranks do with it are its row in fields().
 struct TrainerOptions {
-  // What the updates depend on: a resumed run keeps these (saved in the state).
-  int64_t max_tokens = 4096;  // per batch: sentences x longest side, so each side's padded tokens stay within it
-  int64_t max_len = 128;      // longest sentence kept, in pieces (+ eos/bos)
-  int64_t accum = 1;          // batches per update (gradient accumulation)
-  int64_t warmup = 4000;      // Noam warm-up steps
-  double lr_factor = 1.0;     // Noam factor
+  // What the updates depend on: a resumed run keeps these.
+  int64_t max_tokens = 4096;
+  int64_t max_len = 128;
+  int64_t accum = 1;
+  int64_t warmup = 4000;
+  double lr_factor = 1.0;
   double label_smoothing = 0.1;
-  double clip = 0;    // global gradient-norm clipping (0: off)
+  double clip = 0;
   uint64_t seed = 1;  // initialization and dropout (one stream), batch order (another)
-  // Each epoch's batches grouped anew (pairs of equal lengths meet in a drawn order:
-  // Grouping::drawn) instead of the same batches in a new order.
   bool regroup_batches = false;
-  // How an update's micro-batch gradients are summed: "off" (backward after backward
-  // into .grad, one process only: the historical bits), "exact" (a fixed tree over the
-  // global micro-batch index, dropout keyed by it: the same bits at any world size),
-  // "fast" (as exact, but the library's own all-reduce across ranks); "auto": off for
-  // one process, exact for several (the Trainer saves what it resolved).
-  std::string reduce = "auto";
   // What may change when a run is resumed.
-  int64_t epochs = 10, max_steps = 0;  // stop after either (max_steps 0: no limit)
-  // The Noam rate scaled down linearly to ~0 over the last this-many epochs of `epochs`
-  // (0: off); a resume with more --epochs moves the cool-down to the new end.
-  double cooldown_epochs = 0;
-  int64_t log_every = 100;  // steps per window of the reported mean loss
-  int64_t save_every = 0;   // steps between checkpoints (0: at each epoch's end only)
-  double save_minutes = 0;  // minutes between checkpoints (0: off)
-  int64_t keep_last = 0;    // step-<N>.safetensors files kept (at least average_last)
-  // Steps between weights-only snapshots kept as step-<N>.safetensors among those
-  // (0: off): more models to average, each a file write, with no validation and no
-  // training state (a resume starts from the last checkpoint and writes them again).
-  int64_t keep_every = 0;
-  // Or snapshots at this many evenly spaced points of each epoch, its end one of them
-  // (0 or 1: off): half epochs whatever an epoch's updates (2 keeps its middle).
+  MicroBatchSum reduce = MicroBatchSum::automatic;
+  int64_t epochs = 10, max_steps = 0;
+  double cooldown_epochs = 0;  // a resume with more --epochs moves the cool-down to the new end
+  int64_t log_every = 100;
+  int64_t save_every = 0;
+  double save_minutes = 0;
+  int64_t keep_last = 0;
+  int64_t keep_every = 0;  // a resume starts from the last checkpoint and writes these again
   int64_t keep_per_epoch = 0;
-  int64_t average_last = 0;  // at the end, average the last K kept models into average/ (0: off)
-  // Data-parallel runs: each rank keeps Adam's moments for 1/N of the parameters
-  // (ZeRO stage 1) and updates those; the same bits as unsharded, less memory.
-  bool shard_optimizer = false;
-  // Data-parallel runs: the gradients are summed across ranks in buckets of about this
-  // many MiB (PyTorch DDP's bucket_cap_mb), each as soon as the last micro-batch's
-  // backward has made it, on a communication thread (overlap; off: after backward).
-  // Neither changes the bits.
-  double bucket_mb = 25;
+  int64_t average_last = 0;
+  bool shard_optimizer = false;  // ZeRO stage 1: the same bits as unsharded, less memory
+  double bucket_mb = 25;         // neither this nor overlap changes the bits
   bool overlap = true;
-  Device device = kCPU;  // where the model, its gradients and Adam's moments live (not saved)
-  // The ranks of a data-parallel run (not saved; null: this process alone). With N
-  // ranks an update is accum * N micro-batches, rank r running [r * accum, (r + 1) * accum);
+  // Not options of a run: where it happens.
+  Device device = kCPU;  // where the model, its gradients and Adam's moments live
+  // The ranks of a data-parallel run (null: this process alone). With N ranks an
+  // update is accum * N micro-batches, rank r running [r * accum, (r + 1) * accum);
   // every rank must give the same data and options. Must outlive the Trainer.
   dist::Communicator* comm = nullptr;
 
-  std::string to_json() const;  // the fields updates depend on
-  void validate() const;        // every field in range, else a loom::Error naming the flag (the Trainer checks too)
+  // One row per option above (not device or comm), in the order `loom train --help` lists them.
+  static const std::vector<OptionField<TrainerOptions>>& fields();
+  std::string to_json() const;  // the saved fields, by their keys
+  // The saved fields of `text` (a field it lacks keeps its default: a state saved before it existed).
+  static TrainerOptions from_json(const std::string& text);
+  void validate() const;  // every field in range, else a loom::Error naming the flag (the Trainer checks too)
 };
 
 // One update, as reported to the caller.
@@ -192,7 +180,7 @@ class Trainer {
   Trainer(Restored, TransformerConfig config, TrainerOptions options, std::vector<EncodedPair> train,
           std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata,
           std::map<std::string, std::string> extra_state);
-  bool data_parallel() const { return options_.reduce != "off"; }
+  bool data_parallel() const { return options_.reduce != MicroBatchSum::off; }
   bool sharded() const { return options_.shard_optimizer && comm_->world_size() > 1; }
   // The parameters (indices) whose moments `rank` keeps and updates: all when not sharded.
   std::vector<size_t> owned_by(int rank) const;
@@ -206,6 +194,8 @@ class Trainer {
     int64_t steps = 0;
   };
   Moments optimizer_moments() const;
+  // One micro-batch's mean label-smoothed loss per target token (the model's mode decides dropout).
+  Tensor batch_loss(const Batch& host_batch);
   void zero_grad();  // every parameter's, owned or not
   // accumulate_gradients when data_parallel(): this rank's share of `batches` (the
   // global update), summed in the tree and across ranks into every parameter's .grad.
@@ -213,6 +203,13 @@ class Trainer {
   void set_flat_gradients(const Tensor& flat);
   bool any_rank(bool here);                        // whether `here` holds on any rank: a collective
   bool stop_requested(const TrainerHooks& hooks);  // on any rank: a collective when data-parallel
+  // The steps of run(): the cool-down's place for an epoch of `batches_in_epoch`; one
+  // update over `update` (the report step_done gets); a checkpoint or snapshot when
+  // one is due after it; the state saved when stopped.
+  void schedule_cooldown(int64_t batches_in_epoch);
+  StepReport take_step(const std::vector<Batch>& update, const TrainerHooks& hooks);
+  void save_if_due(const TrainerHooks& hooks, int64_t update_size, int64_t batches_in_epoch);
+  void save_interrupted(const TrainerHooks& hooks);
   void save_checkpoint(const TrainerHooks& hooks, bool epoch_end);
   void save_state(const Moments& moments);
   void check_finite_parameters(const char* when) const;

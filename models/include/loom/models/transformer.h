@@ -9,6 +9,7 @@
 // projection shares the target embedding's weights (section 3.4). Dropout on the
 // residual path, on the attention weights and after the feed-forward's ReLU are
 // three settings (Table 3 varies them; the presets use one value for all).
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,7 @@ TransformerConfig small(int64_t vocab);  // d 256, ff 1024, 4 heads, 3+3 layers:
 TransformerConfig base(int64_t vocab);   // d 512, ff 2048, 8 heads, 6+6 layers, dropout 0.1 (65M with 37k vocab)
 TransformerConfig big(int64_t vocab);    // d 1024, ff 4096, 16 heads, 6+6 layers, dropout 0.3
 TransformerConfig by_name(const std::string& name, int64_t vocab);
+inline constexpr std::array<std::string_view, 4> kNames = {"tiny", "small", "base", "big"};  // by_name's
 }  // namespace presets
 
 class EncoderLayer : public nn::Module {
