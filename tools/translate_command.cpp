@@ -29,36 +29,21 @@ struct TranslateOptions {
   bool profile = false;  // each kernel's time over the whole decoding, on stderr
 };
 
-void run_translate(const TranslateOptions& o) {
-  LOOM_CHECK(o.nbest <= o.beam, "translate: --nbest {} asks for more hypotheses than --beam {} keeps", o.nbest, o.beam);
-  use_threads(o.threads);
-  use_precision(o.precision, o.device);
-  const Device device = parse_device(o.device);
+// The models of --model (more than one: an ensemble, checked to share one vocabulary), on `device`.
+std::vector<ModelFolder> load_ensemble(const TranslateOptions& o, Device device) {
   std::vector<ModelFolder> folders;
-  std::vector<models::Transformer*> ensemble;
   for (const std::string& dir : o.models) {
     folders.push_back(load_model_folder(dir, "translate"));
     check_same_vocabulary(folders.front(), folders.back(), "translate");
-    ensemble.push_back(folders.back().model.get());
-    ensemble.back()->to(device);
+    folders.back().model->to(device);
   }
-  models::Vocabulary& vocab = *folders.front().vocab;
-  const int64_t max_len = models::shortest_max_len(ensemble);
+  return folders;
+}
 
-  std::vector<std::string> lines;
-  if (o.input.empty()) {
-    for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
-  } else {
-    lines = models::read_lines(o.input);
-  }
-  const std::string input_name = o.input.empty() ? "stdin" : "'" + o.input + "'";
-  // Translations go to a temporary renamed over --output at the end: an error or
-  // a kill midway leaves no file that looks complete.
-  std::optional<AtomicFile> file_out;
-  if (!o.output.empty()) file_out.emplace(o.output);
-  std::ostream& out = file_out ? file_out->stream() : std::cout;
-  // The source and its eos must fit the positional table; longer lines are cut
-  // (with a warning naming the line) rather than stopping the whole job.
+// Each line's pieces and eos. The source and its eos must fit the positional table;
+// longer lines are cut (with a warning naming the line) rather than stopping the job.
+std::vector<std::vector<int64_t>> encode_lines(models::Vocabulary& vocab, const std::vector<std::string>& lines,
+                                               int64_t max_len, const std::string& input_name) {
   const size_t max_pieces = static_cast<size_t>(max_len - 1);
   std::vector<std::vector<int64_t>> ids;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -72,50 +57,100 @@ void run_translate(const TranslateOptions& o) {
     }
     ids.back().push_back(models::Vocabulary::kEos);
   }
-  // Batches of lines of the same length (the order restored on output): no
-  // padding, the same output cap for every line of a batch (its own length +
-  // --extra-len), so a line's translation never depends on which lines share its
-  // batch; and a batch's sentences finish at about the same step.
-  // A blank line stays blank (as Marian and fairseq do): it is not decoded.
-  std::vector<size_t> order;
-  std::vector<std::string> translations(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (!models::is_blank(lines[i]))
-      order.push_back(i);
-    else if (o.nbest == 0)
-      translations[i] = "\n";
-  }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+  return ids;
+}
+
+// Batches of lines of the same length (the order restored on output): no padding,
+// the same output cap for every line of a batch (its own length + --extra-len), so
+// a line's translation never depends on which lines share its batch; and a batch's
+// sentences finish at about the same step. A blank line (as Marian and fairseq do)
+// is in no batch.
+struct BatchPlan {
+  std::vector<size_t> order;                       // the decoded lines, by length
   std::vector<std::pair<size_t, size_t>> batches;  // [first, last) of order
-  for (size_t first = 0, last = 0; first < order.size(); first = last) {
+};
+BatchPlan plan_batches(const std::vector<std::string>& lines, const std::vector<std::vector<int64_t>>& ids,
+                       int64_t batch_size) {
+  BatchPlan plan;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (!models::is_blank(lines[i])) plan.order.push_back(i);
+  std::stable_sort(plan.order.begin(), plan.order.end(),
+                   [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+  for (size_t first = 0, last = 0; first < plan.order.size(); first = last) {
     last = first;
-    while (last < order.size() && last - first < static_cast<size_t>(o.batch) &&
-           ids[order[last]].size() == ids[order[first]].size())
+    while (last < plan.order.size() && last - first < static_cast<size_t>(batch_size) &&
+           ids[plan.order[last]].size() == ids[plan.order[first]].size())
       ++last;
-    batches.emplace_back(first, last);
+    plan.batches.emplace_back(first, last);
   }
-  std::vector<std::vector<std::vector<models::Hypothesis>>> hyps(batches.size());
-  auto decode_batch = [&](size_t b) {
-    const auto [first, last] = batches[b];
-    const size_t length = ids[order[first]].size();
+  return plan;
+}
+
+// One batch's hypotheses: the --nbest best of each sentence, or (no --nbest) its
+// best tokens alone (beam 1 at alpha 0 decodes greedily: models::best_tokens).
+std::vector<std::vector<models::Hypothesis>> decode_batch(const TranslateOptions& o,
+                                                          const std::vector<models::Transformer*>& ensemble,
+                                                          const Tensor& src, int64_t max_len) {
+  // The target prefix (bos + output) must fit the positional table too.
+  const models::BeamOptions search{.beam = o.beam,
+                                   .length_penalty = o.alpha,
+                                   .max_len = std::min<int64_t>(src.shape()[1] + o.extra_len, max_len - 1),
+                                   .nbest = std::max<int64_t>(o.nbest, 1),
+                                   .horizon = o.horizon};
+  if (o.nbest > 0)
+    return models::beam_search(ensemble, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search);
+  std::vector<std::vector<models::Hypothesis>> hyps;
+  for (auto& tokens : models::best_tokens(ensemble, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search))
+    hyps.push_back({models::Hypothesis{.tokens = std::move(tokens)}});
+  return hyps;
+}
+
+// A line's output: its translation, or (--nbest) one row per hypothesis (see README:
+// line, rank, score, log p, text).
+std::string format_line(models::Vocabulary& vocab, const std::vector<models::Hypothesis>& best, size_t line,
+                        int64_t nbest) {
+  if (nbest == 0) return vocab.decode(best[0].tokens) + '\n';
+  std::string text;
+  for (size_t rank = 0; rank < best.size(); ++rank)
+    text += fmt::format("{}\t{}\t{:.4f}\t{:.4f}\t{}\n", line + 1, rank + 1, best[rank].score, best[rank].log_prob,
+                        vocab.decode(best[rank].tokens));
+  return text;
+}
+
+void run_translate(const TranslateOptions& o) {
+  LOOM_CHECK(o.nbest <= o.beam, "translate: --nbest {} asks for more hypotheses than --beam {} keeps", o.nbest, o.beam);
+  use_threads(o.threads);
+  use_precision(o.precision, o.device);
+  const Device device = parse_device(o.device);
+  std::vector<ModelFolder> folders = load_ensemble(o, device);
+  std::vector<models::Transformer*> ensemble;
+  for (ModelFolder& folder : folders) ensemble.push_back(folder.model.get());
+  models::Vocabulary& vocab = *folders.front().vocab;
+  const int64_t max_len = models::shortest_max_len(ensemble);
+
+  std::vector<std::string> lines;
+  if (o.input.empty()) {
+    for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
+  } else {
+    lines = models::read_lines(o.input);
+  }
+  // Translations go to a temporary renamed over --output at the end: an error or
+  // a kill midway leaves no file that looks complete.
+  std::optional<AtomicFile> file_out;
+  if (!o.output.empty()) file_out.emplace(o.output);
+  std::ostream& out = file_out ? file_out->stream() : std::cout;
+  const std::vector<std::vector<int64_t>> ids =
+      encode_lines(vocab, lines, max_len, o.input.empty() ? "stdin" : "'" + o.input + "'");
+  const BatchPlan plan = plan_batches(lines, ids, o.batch);
+  std::vector<std::vector<std::vector<models::Hypothesis>>> hyps(plan.batches.size());
+  auto decode = [&](size_t b) {
+    const auto [first, last] = plan.batches[b];
+    const size_t length = ids[plan.order[first]].size();
     std::vector<int64_t> flat;
-    for (size_t k = first; k < last; ++k) flat.insert(flat.end(), ids[order[k]].begin(), ids[order[k]].end());
-    Tensor src =
+    for (size_t k = first; k < last; ++k) flat.insert(flat.end(), ids[plan.order[k]].begin(), ids[plan.order[k]].end());
+    const Tensor src =
         from_vector(flat, {static_cast<int64_t>(last - first), static_cast<int64_t>(length)}, {DType::i64, device});
-    // The target prefix (bos + output) must fit the positional table too.
-    const models::BeamOptions search{
-        .beam = o.beam,
-        .length_penalty = o.alpha,
-        .max_len = std::min<int64_t>(static_cast<int64_t>(length) + o.extra_len, max_len - 1),
-        .nbest = std::max<int64_t>(o.nbest, 1),
-        .horizon = o.horizon};
-    if (o.nbest > 0) {
-      hyps[b] = models::beam_search(ensemble, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search);
-      return;
-    }
-    // Only the text: beam 1 at alpha 0 decodes greedily (models::best_tokens).
-    for (auto& tokens : models::best_tokens(ensemble, src, models::Vocabulary::kBos, models::Vocabulary::kEos, search))
-      hyps[b].push_back({models::Hypothesis{.tokens = std::move(tokens)}});
+    hyps[b] = decode_batch(o, ensemble, src, max_len);
   };
   std::optional<KernelProfile> profile;
   if (o.profile) profile.emplace(device);
@@ -123,18 +158,12 @@ void run_translate(const TranslateOptions& o) {
   // On the CPU each thread decodes whole batches (decode_batches), --profile too: its
   // kernels then run single-threaded as they do unprofiled, each timed on its own
   // thread, and their times add up to the workers' time (workers x the wall time).
-  const int workers = models::decode_batches(ensemble, batches.size(), o.threads, decode_batch);
-  for (size_t b = 0; b < batches.size(); ++b)
+  const int workers = models::decode_batches(ensemble, plan.batches.size(), o.threads, decode);
+  std::vector<std::string> translations(lines.size(), o.nbest == 0 ? "\n" : "");  // blank lines stay blank
+  for (size_t b = 0; b < plan.batches.size(); ++b)
     for (size_t i = 0; i < hyps[b].size(); ++i) {
-      const std::vector<models::Hypothesis>& best = hyps[b][i];
-      const size_t line = order[batches[b].first + i];
-      if (o.nbest == 0) {
-        translations[line] = vocab.decode(best[0].tokens) + '\n';
-        continue;
-      }
-      for (size_t rank = 0; rank < best.size(); ++rank)  // see README: line, rank, score, log p, text
-        translations[line] += fmt::format("{}\t{}\t{:.4f}\t{:.4f}\t{}\n", line + 1, rank + 1, best[rank].score,
-                                          best[rank].log_prob, vocab.decode(best[rank].tokens));
+      const size_t line = plan.order[plan.batches[b].first + i];
+      translations[line] = format_line(vocab, hyps[b][i], line, o.nbest);
     }
   if (profile) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();

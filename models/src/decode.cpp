@@ -178,103 +178,131 @@ void best_of_row(const float* log_probs, int64_t vocab, size_t k, size_t beam, d
     }
   }
 }
-}  // namespace
 
-std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, int64_t batch, int64_t vocab,
-                                                 int64_t bos, int64_t eos, const BeamOptions& o) {
+void check_search(int64_t vocab, int64_t bos, int64_t eos, const BeamOptions& o) {
   LOOM_CHECK(o.beam >= 1 && o.max_len >= 1, "beam_search: beam and max_len must be >= 1, got {} and {}", o.beam,
              o.max_len);
   LOOM_CHECK(o.horizon >= 0, "beam_search: horizon must be >= 0 (0: up to max_len), got {}", o.horizon);
   LOOM_CHECK(o.nbest >= 1 && o.nbest <= o.beam, "beam_search: nbest must be in [1, beam {}], got {}", o.beam, o.nbest);
   LOOM_CHECK(bos >= 0 && bos < vocab && eos >= 0 && eos < vocab,
              "beam_search: bos {} and eos {} must be ids of the vocabulary of {}", bos, eos, vocab);
+}
+
+// The rows the scorer scores this step: every live beam, sentence by sentence.
+BeamStep live_rows(const std::vector<std::vector<Beam>>& alive) {
+  BeamStep live;
+  for (size_t b = 0; b < alive.size(); ++b)
+    for (const Beam& beam : alive[b]) {
+      live.prefixes.push_back(beam.prefix);
+      live.sentences.push_back(static_cast<int64_t>(b));
+      live.parents.push_back(beam.parent);
+    }
+  return live;
+}
+
+// The scorer's answer, checked, as a dense float32 tensor.
+Tensor checked_scores(const Tensor& scores, size_t rows, int64_t vocab) {
+  const Shape expected{static_cast<int64_t>(rows), vocab};
+  LOOM_CHECK(scores.defined() && scores.dtype() == DType::f32 && scores.device() == kCPU && scores.shape() == expected,
+             "beam_search: the scorer must return float32 CPU log-probabilities of shape {} (prefixes x "
+             "vocabulary), got {}",
+             expected,
+             scores.defined() ? fmt::format("{} {} on {}", dtype_name(scores.dtype()), scores.shape(), scores.device())
+                              : std::string("no tensor"));
+  return scores.contiguous();
+}
+
+Hypothesis finished_hypothesis(const Beam& beam, double alpha) {
+  Hypothesis h{std::vector<int64_t>(beam.prefix.begin() + 1, beam.prefix.end()), beam.log_prob, 0.0};
+  h.score = h.log_prob / length_penalty(static_cast<int64_t>(h.tokens.size()), alpha);
+  return h;
+}
+
+// Whether a sentence is done: beam hypotheses have finished and no live beam can
+// still win (its log-probability only falls, and its penalty grows at most to that
+// of the longest length it may end at: BeamOptions::horizon).
+bool search_done(const std::vector<Hypothesis>& finished, const std::vector<Beam>& next, const BeamOptions& o) {
+  if (static_cast<int64_t>(finished.size()) < o.beam) return false;
+  double best = -std::numeric_limits<double>::infinity();
+  for (const Hypothesis& h : finished) best = std::max(best, h.score);
+  double best_alive = -std::numeric_limits<double>::infinity();
+  for (const Beam& beam : next) {
+    const auto generated = static_cast<int64_t>(beam.prefix.size()) - 1;  // without bos
+    const int64_t longest = o.horizon == 0 ? o.max_len : std::min(o.max_len, generated + o.horizon);
+    best_alive = std::max(best_alive, beam.log_prob / length_penalty(longest, o.length_penalty));
+  }
+  return best >= best_alive;
+}
+
+// One step of one sentence whose beams' rows start at `row` of `log_probs`: the best
+// extensions refill the beam, those ending in eos finish. Returns the next beams.
+std::vector<Beam> advance(const std::vector<Beam>& beams, const float* log_probs, int64_t row, int64_t vocab,
+                          int64_t eos, bool last_step, const BeamOptions& o, std::vector<Hypothesis>& finished,
+                          std::vector<Candidate>& candidates) {
+  const size_t keep = static_cast<size_t>(2 * o.beam);  // enough candidates to refill the beam past eos
+  candidates.clear();
+  for (size_t k = 0; k < beams.size(); ++k) {
+    const float* row_log_probs =
+        &log_probs[static_cast<size_t>(row + static_cast<int64_t>(k)) * static_cast<size_t>(vocab)];
+    if (!last_step) {
+      best_of_row(row_log_probs, vocab, keep, k, beams[k].log_prob, candidates);
+    } else if (std::isfinite(row_log_probs[eos])) {
+      // The last token allowed is eos (as fairseq does): a hypothesis at the
+      // limit is scored as a whole sentence, its eos probability included, like
+      // every other, instead of competing unfinished.
+      candidates.push_back({beams[k].log_prob + row_log_probs[eos], k, eos});
+    }
+  }
+  const size_t top = std::min(candidates.size(), keep);
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(top), candidates.end(),
+                    better);
+  std::vector<Beam> next;
+  for (size_t c = 0; c < top && static_cast<int64_t>(next.size()) < o.beam; ++c) {
+    const Beam& from = beams[candidates[c].beam];
+    Beam extended{from.prefix, candidates[c].log_prob, row + static_cast<int64_t>(candidates[c].beam)};
+    extended.prefix.push_back(candidates[c].token);
+    if (!std::isfinite(extended.log_prob)) continue;
+    if (candidates[c].token == eos)
+      finished.push_back(finished_hypothesis(extended, o.length_penalty));
+    else
+      next.push_back(std::move(extended));
+  }
+  if (search_done(finished, next, o)) next.clear();
+  return next;
+}
+
+// Each sentence's best nbest, best score first; among equal scores, the one finished first.
+std::vector<std::vector<Hypothesis>> best_finished(std::vector<std::vector<Hypothesis>> finished, int64_t nbest) {
+  for (size_t b = 0; b < finished.size(); ++b) {
+    LOOM_CHECK(!finished[b].empty(), "beam_search: sentence {} has no finite-probability hypothesis", b);
+    std::stable_sort(finished[b].begin(), finished[b].end(),
+                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    finished[b].resize(std::min(finished[b].size(), static_cast<size_t>(nbest)));
+  }
+  return finished;
+}
+}  // namespace
+
+std::vector<std::vector<Hypothesis>> beam_search(const NextTokenScorer& scorer, int64_t batch, int64_t vocab,
+                                                 int64_t bos, int64_t eos, const BeamOptions& o) {
+  check_search(vocab, bos, eos, o);
   std::vector<std::vector<Beam>> alive(batch);
   for (int64_t b = 0; b < batch; ++b) alive[b].push_back(Beam{{bos}, 0.0, b});
   std::vector<std::vector<Hypothesis>> finished(batch);
-  auto finish = [&](int64_t b, const Beam& beam) {
-    Hypothesis h{std::vector<int64_t>(beam.prefix.begin() + 1, beam.prefix.end()), beam.log_prob, 0.0};
-    h.score = h.log_prob / length_penalty(static_cast<int64_t>(h.tokens.size()), o.length_penalty);
-    finished[b].push_back(std::move(h));
-  };
-  const size_t keep = static_cast<size_t>(2 * o.beam);  // enough candidates to refill the beam past eos
+  std::vector<Candidate> candidates;
   for (int64_t step = 0; step < o.max_len; ++step) {
-    BeamStep live;
-    for (int64_t b = 0; b < batch; ++b)
-      for (const Beam& beam : alive[b]) {
-        live.prefixes.push_back(beam.prefix);
-        live.sentences.push_back(b);
-        live.parents.push_back(beam.parent);
-      }
+    const BeamStep live = live_rows(alive);
     if (live.prefixes.empty()) break;
-    const Tensor scores = scorer(live);
-    const Shape expected{static_cast<int64_t>(live.prefixes.size()), vocab};
-    LOOM_CHECK(
-        scores.defined() && scores.dtype() == DType::f32 && scores.device() == kCPU && scores.shape() == expected,
-        "beam_search: the scorer must return float32 CPU log-probabilities of shape {} (prefixes x "
-        "vocabulary), got {}",
-        expected,
-        scores.defined() ? fmt::format("{} {} on {}", dtype_name(scores.dtype()), scores.shape(), scores.device())
-                         : std::string("no tensor"));
-    const Tensor dense_scores = scores.contiguous();
-    const float* log_probs = dense_scores.data<float>();
+    const Tensor scores = checked_scores(scorer(live), live.prefixes.size(), vocab);
     int64_t row = 0;  // this step's row of the sentence's first beam
-    std::vector<Candidate> candidates;
     for (int64_t b = 0; b < batch; ++b) {
-      candidates.clear();
-      for (size_t k = 0; k < alive[b].size(); ++k) {
-        const float* row_log_probs =
-            &log_probs[static_cast<size_t>(row + static_cast<int64_t>(k)) * static_cast<size_t>(vocab)];
-        if (step + 1 < o.max_len) {
-          best_of_row(row_log_probs, vocab, keep, k, alive[b][k].log_prob, candidates);
-        } else if (std::isfinite(row_log_probs[eos])) {
-          // The last token allowed is eos (as fairseq does): a hypothesis at the
-          // limit is scored as a whole sentence, its eos probability included, like
-          // every other, instead of competing unfinished.
-          candidates.push_back({alive[b][k].log_prob + row_log_probs[eos], k, eos});
-        }
-      }
-      const size_t top = std::min(candidates.size(), keep);
-      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(top), candidates.end(),
-                        better);
-      std::vector<Beam> next;
-      for (size_t c = 0; c < top && static_cast<int64_t>(next.size()) < o.beam; ++c) {
-        const Beam& from = alive[b][candidates[c].beam];
-        Beam extended{from.prefix, candidates[c].log_prob, row + static_cast<int64_t>(candidates[c].beam)};
-        extended.prefix.push_back(candidates[c].token);
-        if (!std::isfinite(extended.log_prob)) continue;
-        if (candidates[c].token == eos)
-          finish(b, extended);
-        else
-          next.push_back(std::move(extended));
-      }
-      // Done when beam hypotheses have finished and no live beam can still win:
-      // its log-probability only falls, and its penalty grows at most to that of
-      // the longest length it may end at (BeamOptions::horizon).
-      if (static_cast<int64_t>(finished[b].size()) >= o.beam) {
-        double best = -std::numeric_limits<double>::infinity();
-        for (const Hypothesis& h : finished[b]) best = std::max(best, h.score);
-        double best_alive = -std::numeric_limits<double>::infinity();
-        for (const Beam& beam : next) {
-          const auto generated = static_cast<int64_t>(beam.prefix.size()) - 1;  // without bos
-          const int64_t longest = o.horizon == 0 ? o.max_len : std::min(o.max_len, generated + o.horizon);
-          best_alive = std::max(best_alive, beam.log_prob / length_penalty(longest, o.length_penalty));
-        }
-        if (best >= best_alive) next.clear();
-      }
+      std::vector<Beam> next =
+          advance(alive[b], scores.data<float>(), row, vocab, eos, step + 1 == o.max_len, o, finished[b], candidates);
       row += static_cast<int64_t>(alive[b].size());
       alive[b] = std::move(next);
     }
   }
-  std::vector<std::vector<Hypothesis>> best(batch);
-  for (int64_t b = 0; b < batch; ++b) {
-    LOOM_CHECK(!finished[b].empty(), "beam_search: sentence {} has no finite-probability hypothesis", b);
-    // Best score first; among equal scores, the one finished first.
-    std::stable_sort(finished[b].begin(), finished[b].end(),
-                     [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
-    finished[b].resize(std::min(finished[b].size(), static_cast<size_t>(o.nbest)));
-    best[b] = std::move(finished[b]);
-  }
-  return best;
+  return best_finished(std::move(finished), o.nbest);
 }
 
 std::vector<std::vector<Hypothesis>> beam_search(const std::vector<Transformer*>& models, const Tensor& src,

@@ -183,131 +183,165 @@ MultiFn sample_function(const OpInfo& op, size_t sample_index) {
 
 std::string sample_label(const OpInfo& op, size_t sample_index) { return sample_label(op.samples.at(sample_index)); }
 
-std::vector<CheckResult> check_op(const OpInfo& op) {
-  std::vector<CheckResult> results;
-  // Agreement between two implementations of the same float64 math (different
-  // summation orders) is far tighter than finite differences.
-  constexpr double kSameMathTolerance = 1e-10;
-  // float32 kernels may round differently (vector exp, summation order): a few ulp.
-  constexpr double kFloat32Tolerance = 1e-5;
-  for (size_t s = 0; s < op.samples.size(); ++s) {
-    const Sample& sample = op.samples[s];
-    const OpCall call = sample.call ? sample.call : op.call;
-    const OpCall composed = sample.composed ? sample.composed : (sample.call ? OpCall() : op.composed);
-    MultiFn fn = sample_function(op, s);
-    std::string label = sample_label(sample);
-    auto add = [&](CheckResult r) {
-      r.op = op.name;
-      r.sample = label;
-      results.push_back(std::move(r));
-    };
-    auto guarded = [&](const std::string& check, const std::function<CheckResult()>& body) {
-      try {
-        add(body());
-      } catch (const std::exception& e) {
-        CheckResult r;
-        r.check = check;
-        r.passed = false;
-        r.message = std::string("threw: ") + e.what();
-        add(r);
-      }
-    };
+namespace {
 
-    std::vector<Tensor> values = make_inputs(op, sample, s);
-    std::vector<Tensor> leaves = sample_leaves(op, s);
+// Agreement between two implementations of the same float64 math (different
+// summation orders) is far tighter than finite differences.
+constexpr double kSameMathTolerance = 1e-10;
+// float32 kernels may round differently (vector exp, summation order): a few ulp.
+constexpr double kFloat32Tolerance = 1e-5;
 
-    if (op.differentiable) {
-      guarded("gradcheck", [&] { return gradcheck(fn, leaves); });
-      if (op.gradgrad) guarded("gradgradcheck", [&] { return gradgradcheck(fn, leaves); });
-    }
+// The checks of one sample of an op, each adding its results (a check that throws
+// is a failed result naming the exception).
+class SampleChecks {
+ public:
+  SampleChecks(const OpInfo& op, size_t s, std::vector<CheckResult>& results)
+      : op_(op),
+        sample_(op.samples[s]),
+        call_(sample_.call ? sample_.call : op.call),
+        composed_(sample_.composed ? sample_.composed : (sample_.call ? OpCall() : op.composed)),
+        fn_(sample_function(op, s)),
+        label_(sample_label(sample_)),
+        values_(make_inputs(op, sample_, s)),
+        leaves_(sample_leaves(op, s)),
+        results_(results) {}
 
-    // Fast kernels against the plain reference kernels: values and gradients.
+  void derivatives() {
+    if (!op_.differentiable) return;
+    guarded("gradcheck", [&] { return gradcheck(fn_, leaves_); });
+    if (op_.gradgrad) guarded("gradgradcheck", [&] { return gradgradcheck(fn_, leaves_); });
+  }
+
+  // Fast kernels against the plain reference kernels: values and gradients; then the
+  // same in float32, where fast kernels take their vector paths (e.g. the polynomial
+  // exp) that float64 never reaches.
+  void reference() {
     guarded("reference", [&] {
-      return compare_outputs("reference", value_and_vjp(call, leaves), value_and_vjp_reference(call, leaves),
+      return compare_outputs("reference", value_and_vjp(call_, leaves_), value_and_vjp_reference(call_, leaves_),
                              kSameMathTolerance);
     });
+    if (std::none_of(values_.begin(), values_.end(), [](const Tensor& v) { return is_floating(v.dtype()); })) return;
+    guarded("reference32", [&] {
+      std::vector<Tensor> singles;
+      for (const Tensor& v : values_) singles.push_back(is_floating(v.dtype()) ? to_dtype(v, DType::f32) : v);
+      std::vector<Tensor> leaves32 = as_leaves(singles, sample_, op_.differentiable);
+      return compare_outputs("reference32", value_and_vjp(call_, leaves32), value_and_vjp_reference(call_, leaves32),
+                             kFloat32Tolerance);
+    });
+  }
 
-    // The same in float32, where fast kernels take their vector paths (e.g. the
-    // polynomial exp) that float64 never reaches.
-    bool has_float = std::any_of(values.begin(), values.end(), [](const Tensor& v) { return is_floating(v.dtype()); });
-    if (has_float) {
-      guarded("reference32", [&] {
-        std::vector<Tensor> singles;
-        for (const Tensor& v : values) singles.push_back(is_floating(v.dtype()) ? to_dtype(v, DType::f32) : v);
-        std::vector<Tensor> leaves32 = as_leaves(singles, sample, op.differentiable);
-        return compare_outputs("reference32", value_and_vjp(call, leaves32), value_and_vjp_reference(call, leaves32),
-                               kFloat32Tolerance);
-      });
-    }
-
-    // Every other device with a backend (a GPU, the stand-in device): values and
-    // gradients of the same inputs, moved there, against the CPU's.
+  // Every other device with a backend (a GPU, the stand-in device): values and
+  // gradients of the same inputs, moved there, against the CPU's.
+  void devices() {
     for (Device device : other_devices()) {
       guarded("device", [&] {
         std::vector<Tensor> moved;
-        for (const Tensor& v : values) moved.push_back(v.to(device));
-        std::vector<Tensor> there = value_and_vjp(call, as_leaves(moved, sample, op.differentiable));
+        for (const Tensor& v : values_) moved.push_back(v.to(device));
+        std::vector<Tensor> there = value_and_vjp(call_, as_leaves(moved, sample_, op_.differentiable));
         for (Tensor& t : there) {
           if (!t.defined()) continue;
-          LOOM_CHECK(t.device() == device, "{}: a result came back on {}, not {}", op.name, t.device(), device);
+          LOOM_CHECK(t.device() == device, "{}: a result came back on {}, not {}", op_.name, t.device(), device);
           t = t.to(kCPU);
         }
-        CheckResult r = compare_outputs("device", value_and_vjp(call, leaves), there, kSameMathTolerance);
+        CheckResult r = compare_outputs("device", value_and_vjp(call_, leaves_), there, kSameMathTolerance);
         if (!r.passed) r.message = fmt::format("on {}: {}", device, r.message);
         return r;
       });
     }
+  }
 
-    if (composed) {
-      guarded("composed", [&] {
-        return compare_outputs("composed", value_and_vjp(composed, leaves), value_and_vjp(call, leaves),
-                               kSameMathTolerance);
-      });
-    }
+  // A fused op against the composition of ops it replaces.
+  void composition() {
+    if (!composed_) return;
+    guarded("composed", [&] {
+      return compare_outputs("composed", value_and_vjp(composed_, leaves_), value_and_vjp(call_, leaves_),
+                             kSameMathTolerance);
+    });
+  }
 
-    if (!op.variants) continue;
-
-    // Non-contiguous inputs: same values, same results, and gradcheck through them.
+  // Non-contiguous inputs: same values, same results, and gradcheck through them.
+  void noncontiguous() {
     guarded("noncontiguous", [&] {
       std::vector<Tensor> strided;
-      for (const Tensor& v : values) strided.push_back(non_contiguous_copy(v));
-      std::vector<Tensor> strided_leaves = as_leaves(strided, sample, op.differentiable);
-      CheckResult r = compare_outputs("noncontiguous", {call(leaves).detach()}, {call(strided_leaves).detach()},
+      for (const Tensor& v : values_) strided.push_back(non_contiguous_copy(v));
+      std::vector<Tensor> strided_leaves = as_leaves(strided, sample_, op_.differentiable);
+      CheckResult r = compare_outputs("noncontiguous", {call_(leaves_).detach()}, {call_(strided_leaves).detach()},
                                       kSameMathTolerance);
-      if (r.passed && op.differentiable) {
-        CheckResult g = gradcheck(fn, strided_leaves);
+      if (r.passed && op_.differentiable) {
+        CheckResult g = gradcheck(fn_, strided_leaves);
         g.check = "noncontiguous";
         return g;
       }
       return r;
     });
+  }
 
-    // Broadcast inputs: each differentiable input of >= 1 dim given as a size-1
-    // leading dim expanded to the full shape (gradients must sum back over it).
+  // Broadcast inputs: each differentiable input of >= 1 dim given as a size-1
+  // leading dim expanded to the full shape (gradients must sum back over it).
+  void broadcast() {
     bool any_broadcast = false;
-    std::vector<Tensor> small = values;
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (!is_floating(values[i].dtype()) || values[i].dim() == 0 || values[i].shape()[0] <= 1) continue;
-      if (!sample.inputs[i].differentiable) continue;
-      small[i] = contiguous(narrow(values[i], 0, 0, 1));
+    std::vector<Tensor> small = values_;
+    for (size_t i = 0; i < values_.size(); ++i) {
+      if (!is_floating(values_[i].dtype()) || values_[i].dim() == 0 || values_[i].shape()[0] <= 1) continue;
+      if (!sample_.inputs[i].differentiable) continue;
+      small[i] = contiguous(narrow(values_[i], 0, 0, 1));
       any_broadcast = true;
     }
-    if (any_broadcast && op.differentiable) {
-      guarded("broadcast", [&] {
-        std::vector<Tensor> small_leaves = as_leaves(small, sample, true);
-        std::vector<Shape> full_shapes;
-        for (const Tensor& v : values) full_shapes.push_back(v.shape());
-        MultiFn expanded_fn = [call, full_shapes](const std::vector<Tensor>& args) {
-          std::vector<Tensor> full;
-          for (size_t i = 0; i < args.size(); ++i)
-            full.push_back(args[i].shape() == full_shapes[i] ? args[i] : expand(args[i], full_shapes[i]));
-          return std::vector<Tensor>{call(full)};
-        };
-        CheckResult r = gradcheck(expanded_fn, small_leaves);
-        r.check = "broadcast";
-        return r;
-      });
+    if (!any_broadcast || !op_.differentiable) return;
+    guarded("broadcast", [&] {
+      std::vector<Tensor> small_leaves = as_leaves(small, sample_, true);
+      std::vector<Shape> full_shapes;
+      for (const Tensor& v : values_) full_shapes.push_back(v.shape());
+      MultiFn expanded_fn = [call = call_, full_shapes](const std::vector<Tensor>& args) {
+        std::vector<Tensor> full;
+        for (size_t i = 0; i < args.size(); ++i)
+          full.push_back(args[i].shape() == full_shapes[i] ? args[i] : expand(args[i], full_shapes[i]));
+        return std::vector<Tensor>{call(full)};
+      };
+      CheckResult r = gradcheck(expanded_fn, small_leaves);
+      r.check = "broadcast";
+      return r;
+    });
+  }
+
+ private:
+  void guarded(const std::string& check, const std::function<CheckResult()>& body) {
+    CheckResult r;
+    try {
+      r = body();
+    } catch (const std::exception& e) {
+      r = CheckResult{};
+      r.check = check;
+      r.passed = false;
+      r.message = std::string("threw: ") + e.what();
     }
+    r.op = op_.name;
+    r.sample = label_;
+    results_.push_back(std::move(r));
+  }
+
+  const OpInfo& op_;
+  const Sample& sample_;
+  const OpCall call_, composed_;
+  const MultiFn fn_;
+  const std::string label_;
+  const std::vector<Tensor> values_, leaves_;
+  std::vector<CheckResult>& results_;
+};
+
+}  // namespace
+
+std::vector<CheckResult> check_op(const OpInfo& op) {
+  std::vector<CheckResult> results;
+  for (size_t s = 0; s < op.samples.size(); ++s) {
+    SampleChecks checks(op, s, results);
+    checks.derivatives();
+    checks.reference();
+    checks.devices();
+    checks.composition();
+    if (!op.variants) continue;
+    checks.noncontiguous();
+    checks.broadcast();
   }
   return results;
 }
