@@ -50,19 +50,19 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t 
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
-// Below this many multiply-adds a oneDNN call costs more than its arithmetic (about
-// 4 us each, against 0.1-0.6 us for sgemm on decoding's one-query attention products;
-// measured): such a float32 block runs on sgemm, and such a bf16 block multiplies its
-// bfloat16-rounded operands, held in float32, with sgemm. A product of two bfloat16
+// Below this many multiply-adds a oneDNN call costs more than its arithmetic
+// (`loom bench ops --filter matmul`'s attention products): such a float32 block runs on
+// sgemm, and such a bf16 block multiplies its bfloat16-rounded operands, held in
+// float32, with sgemm. A product of two bfloat16
 // values is exact in float32 and the sums are float32, so it is the same arithmetic.
 constexpr int64_t kSmallOnednnProduct = 1 << 17;
 
 // Whether an m x k @ k x n product (each of a batch's) runs in bf16: float32
 // operands, bf16 precision asked for, a CPU that has the instructions, and a
 // product of at least kSmallOnednnProduct multiply-adds. Smaller ones (attention's
-// per-head products) stay float32: rounding their operands took longer than the
-// product (a base-model head's 24 x 64 @ 64 x 24: 0.29 ms for a batch of 256 in
-// bf16, 0.12 ms in float32, measured), and float32 is the more exact of the two.
+// per-head products) stay float32: rounding their operands takes longer than the
+// product (`loom bench step --precision bf16 --profile`), and float32 is the more
+// exact of the two.
 template <typename T>
 bool in_bf16(int64_t m, int64_t n, int64_t k) {
   return std::is_same_v<T, float> && matmul_precision() == MatmulPrecision::bf16 && onednn::bf16_available() &&

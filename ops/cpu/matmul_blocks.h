@@ -52,10 +52,10 @@ const T* element_at(const T* base, CBLAS_TRANSPOSE trans, int64_t ld, int64_t i,
 // gemm; OpenBLAS's and oneDNN's own threading split the inner dimension
 // differently for different thread counts, which changes the rounding; this split
 // does not, so the bits are the same for any thread count.
-// Blocks of up to 256 rows (smaller ones re-pack the other operand too often,
-// measured), in an even number from 128 rows up so that two cores get equal
-// shares: 768 rows as 3 x 256 left one core idle for a third of the product
-// (4 x 192 is 15-50% faster on the base model's 768 x 512 products, measured).
+// Blocks of up to 256 rows (smaller ones re-pack the other operand too often), in
+// an even number from 128 rows up so that two cores get equal shares (768 rows as
+// 3 x 256 would leave one idle for a third of the product; `loom bench step
+// --preset base --profile`).
 // Below 128, one block: a tiny product is not worth a second gemm call.
 struct ProductBlocks {
   bool split_rows;

@@ -63,9 +63,8 @@ template <int R, bool Whole>
   for (int64_t p = 0; p < k; ++p) {
     const Lanes8 w_low = load(panel + p * kPanel), w_high = load(panel + p * kPanel + 8);
     // The next panel is fetched toward L2 while this one is multiplied, a line (16
-    // floats) per p: the generator's 8 MB of panels come from memory, and a panel's
-    // first tile had waited for them (a 32 x 8000 x 256 product went from 51 to 71
-    // GFLOP/s on one Zen 3 core, medians of 8 rounds).
+    // floats) per p: the generator's panels come from memory, and a panel's first
+    // tile would wait for them (`bench/decode.sh`).
     __builtin_prefetch(next + p * kPanel, 0, 2);
     for (int r = 0; r < R; ++r) {
       const float xp = rows[r][p];
@@ -74,9 +73,8 @@ template <int R, bool Whole>
     }
   }
   // Unrolled, with stores straight from the registers: a loop of memcpy from the
-  // accumulators' addresses made g++ keep them in a stack array, zeroed by `rep stos`
-  // before every tile and copied out after it (7% of the kernel's samples in a
-  // float32 beam search on a Zen 3, perf).
+  // accumulators' addresses makes g++ keep them in a stack array, zeroed by `rep stos`
+  // before every tile and copied out after it.
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if constexpr (Whole) {

@@ -4,8 +4,7 @@
 // the whole weight again on every call, however few rows it multiplies, and
 // decoding calls it with a handful of rows per step. On CPUs with AVX-512 it also
 // beats the skinny kernel (skinny_matmul.h), which re-reads X for every tile of
-// weight rows: beam 4 took 17.1-18.2 s against 21.0-21.6 s there (AMD EPYC Zen 4,
-// 2 threads, a 1-epoch model, 2026-11-27), with the same translations.
+// weight rows (`bench/decode.sh`: beam 4, the same translations).
 //
 // The packed copy holds W's rows in panels of 16 (the last one zero-padded), each
 // panel k-major: its 16 weights of input p are 16 consecutive floats. A tile of up

@@ -13,27 +13,19 @@
 // of the call nor on the thread count.
 //
 // AVX-512 (loom/cpu.h: avx512_enabled()): 16 accumulators of 16 lanes fit its 32
-// registers. With AVX2's 16 registers of 8 lanes the tiles are too small to keep up
-// with OpenBLAS's packed kernels: 3 x 4 tiles ran at 45-70 GFLOP/s against sgemm's
-// 80-150 from 16 rows up (one thread, AMD EPYC Zen 3, 2026-11-26), so there a
-// Linear's products stay with sgemm, and only tiny products take the AVX2 tiles.
-// (Nor did the other order pay there: 6 x 16 tiles broadcasting X against a weight
-// stored transposed, which needs no packing, ran at 55-75 against sgemm's 110-130
-// from 32 rows up; only below 16 rows did either beat sgemm's packing every call.)
+// registers. AVX2's 16 registers of 8 lanes make tiles too small to keep up with
+// OpenBLAS's packed kernels from 16 rows up, so there a Linear's products stay with
+// sgemm and only tiny products take the AVX2 tiles (`loom bench ops --filter matmul`,
+// `bench/decode.sh` measure both sides).
 #include <cstdint>
 
 namespace loom::detail {
 
 // Products whose X has at most this many floats (16 rows of 256) take the skinny
-// path (matmul.cpp). Each tile of W rows re-reads all of X, so X must stay in the
-// core's cache; against OpenBLAS's sgemm it won up to 512 KB of X (rows 1 to 512, k
-// 64 to 1024: 50-53 against 23-51 GFLOP/s of fused multiply-adds), but oneDNN's
-// float32 gemm, which blocks from 2^17 multiply-adds go to where it has AVX-512 code,
-// beats it on a training step's 256-row blocks: with the limit at 512 KB the small
-// step's forward products took 102.6-105.7 ms, at 16 KB 90.2-92.3 ms, the step
-// 436-450 ms against 426-429 (AMD EPYC Zen 4, 2 threads, alternated, 2026-11-27).
-// Decoding's few-row products have packed weights (packed_matmul.h) and its
-// one-query attention products stay here.
+// path (matmul.cpp): each tile of W rows re-reads all of X, and above this oneDNN's
+// blocked float32 gemm wins a training step's 256-row blocks (`loom bench step
+// --profile`). Decoding's few-row products have packed weights (packed_matmul.h)
+// and its one-query attention products stay here.
 inline constexpr int64_t kSkinnyRowFloats = int64_t{1} << 12;
 
 // Whether skinny_matmul can run: an x86-64 build on a CPU with AVX-512 enabled.
