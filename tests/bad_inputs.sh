@@ -49,7 +49,7 @@ cp "$dir/run/model.safetensors" "$dir/good.safetensors"
 unchanged() { cmp -s "$dir/run/model.safetensors" "$dir/good.safetensors" || fail "$1 changed the checkpoint"; }
 
 # ---- the command line: exit code 2, the flag and its range named ----
-expect 2 "no command given (the commands are gradcheck, explain, graph, bench, train, translate, bleu" "$loom"
+expect 2 "no command given (the commands are gradcheck, explain, graph, bench, data, train, translate, bleu" "$loom"
 expect 2 "unknown command 'trian'" "$loom" trian --data "$dir"
 train=("$loom" train --data "$dir" --out "$dir/run" --preset tiny)
 expect 2 "--log-every: must be at least 1, got 0" "${train[@]}" --log-every 0
@@ -111,16 +111,16 @@ touch "$dir/a_file"
 expect 1 "train: --out '$dir/a_file' exists and is not a folder" "$loom" train --data "$dir" --out "$dir/a_file"
 expect 1 "train: cannot create the --out folder '/proc/loom-run'" "$loom" train --data "$dir" --out /proc/loom-run
 long_name=$(printf 'a%.0s' {1..300})  # a std::filesystem_error (ENAMETOOLONG), caught like every exception
-expect 1 "loom: error: File name too long: '$long_name/train.de'" "$loom" train --data "$long_name" --out "$dir/x"
+expect 1 "loom: error: File name too long: '$long_name/manifest.json'" "$loom" train --data "$long_name" --out "$dir/x"
 expect 1 "train: --max-tokens 64 must exceed --max-len 64" "${train[@]}" --max-tokens 64 --max-len 64
 mkdir -p "$dir/empty_val" "$dir/blank" "$dir/cr"
 cp "$dir"/train.* "$dir/empty_val/"; : > "$dir/empty_val/val.de"; : > "$dir/empty_val/val.en"
-expect 1 "train: the val split '$dir/empty_val/val.de' is empty" "$loom" train --data "$dir/empty_val" --out "$dir/empty_val/run"
+expect 1 "data prepare: the val split '$dir/empty_val/val.de' is empty" "$loom" train --data "$dir/empty_val" --out "$dir/empty_val/run"
 printf '  \n\t\n\n' > "$dir/blank/train.de"; printf 'a\nb\nc\n' > "$dir/blank/train.en"; cp "$dir"/val.* "$dir/blank/"
-expect 1 "train: the train split '$dir/blank/train.de' has 3 lines, all blank" "$loom" train --data "$dir/blank" --out "$dir/blank/run"
+expect 1 "data prepare: the train split '$dir/blank/train.de' has 3 lines, all blank" "$loom" train --data "$dir/blank" --out "$dir/blank/run"
 printf '\r\r\r' > "$dir/cr/train.de"; printf '\r\r\r' > "$dir/cr/train.en"; cp "$dir"/val.* "$dir/cr/"
-expect 1 "train: the train split '$dir/cr/train.de' has 1 lines, all blank" "$loom" train --data "$dir/cr" --out "$dir/cr/run"
-expect 1 "train: --max-len 1 drops all 200 pairs of the train split ('$dir/train.de', '$dir/train.en')" \
+expect 1 "data prepare: the train split '$dir/cr/train.de' has 1 lines, all blank" "$loom" train --data "$dir/cr" --out "$dir/cr/run"
+expect 1 "train: --max-len 1 drops all 200 pairs of the train split (store '$dir/len1/corpus')" \
   "$loom" train --data "$dir" --out "$dir/len1" --preset tiny --vocab 60 --max-len 1
 unchanged "a split filtered to nothing"
 expect 0 "" "$loom" train --data "$dir" --out "$dir/len16" --preset tiny --vocab 60 --max-len 16 --max-steps 1
@@ -130,14 +130,15 @@ grep -q "^train: dropped [0-9]* of 200 pairs longer than --max-len 16 pieces" "$
 # A full disk (a file size limit here) while writing: an error naming the file; no
 # half-written file under the real name, no temporary left; the next run is whole.
 mkdir -p "$dir/full"
-expect 1 "cannot write '$dir/full/spm.model'" bash -c "trap '' XFSZ; ulimit -f 1; exec \"\$@\"" _ \
+expect 1 "cannot write '$dir/full/corpus.tmp." bash -c "trap '' XFSZ; ulimit -f 1; exec \"\$@\"" _ \
   "$loom" train --data "$dir" --out "$dir/full" --preset tiny --vocab 60 --max-steps 1
 [[ -z $(ls "$dir/full") ]] || fail "a failed vocabulary write left files: $(ls "$dir/full")"
-spm_kib=$(($(stat -c %s "$dir/run/spm.model") / 1024 + 4))  # room for the vocabulary, not the checkpoint
-expect 1 "cannot write '$dir/full/model.safetensors'" bash -c "trap '' XFSZ; ulimit -f $spm_kib; exec \"\$@\"" _ \
+# Room for the prepared corpus's largest file, not the checkpoint.
+corpus_kib=$(($(find "$dir/run/corpus" -type f -printf '%s\n' | sort -n | tail -1) / 1024 + 4))
+expect 1 "cannot write '$dir/full/model.safetensors'" bash -c "trap '' XFSZ; ulimit -f $corpus_kib; exec \"\$@\"" _ \
   "$loom" train --data "$dir" --out "$dir/full" --preset tiny --vocab 60 --max-steps 1
 # metrics.jsonl holds whole lines only (the run's own record of what it did before the write failed).
-[[ $(ls "$dir/full") == $'metrics.jsonl\nspm.model\nspm.source.json\nspm.vocab' ]] ||
+[[ $(ls "$dir/full") == $'corpus\nmetrics.jsonl\nspm.model\nspm.vocab' ]] ||
   fail "a failed checkpoint write left: $(ls "$dir/full")"
 expect 0 "" "$loom" train --data "$dir" --out "$dir/full" --preset tiny --vocab 60 --max-steps 1
 
@@ -187,7 +188,7 @@ grep -q "more than the model's 31; translating its first 31" "$dir/stderr.txt" |
 [[ $(wc -l < "$dir/long.hyp") -eq 7 ]] || fail "expected 7 translations, got $(wc -l < "$dir/long.hyp")"
 expect 1 "cannot write '$dir/folder/model.safetensors': it is a folder" \
   "$loom" translate --model "$dir/run" --input "$dir/val.de" --output "$dir/folder/model.safetensors"
-expect 1 "read_lines: cannot open '$dir/nowhere.de'" "$loom" translate --model "$dir/run" --input "$dir/nowhere.de"
+expect 1 "cannot open '$dir/nowhere.de'" "$loom" translate --model "$dir/run" --input "$dir/nowhere.de"
 # `loom average`: one checkpoint is a bad command line; checkpoints of different
 # models are an error naming the file and the field, and write nothing.
 expect 2 "" "$loom" average --out "$dir/avgbad" "$dir/run/model.safetensors"

@@ -79,16 +79,22 @@ run 0 "train: removed '$dir/leftover/training_state.safetensors.tmp.999999999', 
 [[ -z $(find "$dir/leftover" -name '*.tmp.*') ]] || fail "temporaries left: $(find "$dir/leftover" -name '*.tmp.*')"
 
 # --resume with nothing left to do says so; --resume with another --out is refused; a run
-# started with a relative --data, resumed from elsewhere, asks for --data.
+# started with a relative --data resumes from elsewhere (it trains from its own store,
+# <out>/corpus); without that store (a folder from before stores) it asks for --data.
 run 0 "train: --resume '$dir/done': nothing left to do, the run is at step 3" "$loom" train --resume "$dir/done"
 run 1 "train: --resume '$dir/done' continues that folder's run; --out '$dir/other' would be ignored" \
   "$loom" train --resume "$dir/done" --out "$dir/other"
 mkdir -p "$dir/corpus" && cp "$dir"/train.* "$dir"/val.* "$dir/corpus/"
 (cd "$dir" && "$loom" train --data corpus --out rel --preset tiny --vocab 60 --max-tokens 64 --max-len 16 \
   --max-steps 2 --threads 2 > /dev/null)
-run 1 "train: --resume '$dir/rel': the run's corpus folder 'corpus' is not found from here (a path relative to where" \
-  "$loom" train --resume "$dir/rel" --max-steps 3
-run 0 "resuming '$dir/rel' at step 2" "$loom" train --resume "$dir/rel" --max-steps 3 --data "$dir/corpus"
+cp -r "$dir/rel" "$dir/rel_old" && rm -r "$dir/rel_old/corpus"
+run 0 "train: 200 sentence pairs (de -> en, store '$dir/rel/corpus')" "$loom" train --resume "$dir/rel" --max-steps 3
+run 1 "train: --resume '$dir/rel_old': the run's corpus folder 'corpus' is not found from here (a path relative to" \
+  "$loom" train --resume "$dir/rel_old" --max-steps 3
+run 0 "corpus: the run has no prepared store; preparing '$dir/rel_old/corpus' from '$dir/corpus' with its vocabulary" \
+  "$loom" train --resume "$dir/rel_old" --max-steps 3 --data "$dir/corpus"
+cmp "$dir/rel/model.safetensors" "$dir/rel_old/model.safetensors" ||
+  fail "a run resumed from a store it prepared then differs from one resumed from the store it had"
 sha256sum -c --quiet "$dir/done.sha" || fail "the finished run's files changed"
 
 # 6. Cheap checks before the vocabulary: nothing is trained or left for a run refused at once.
@@ -100,13 +106,15 @@ for bad in "--device banana|device 'banana'" \
   run 1 "${bad#*|}" "$loom" train --data "$dir" --vocab 60 --out "$dir/cheap" ${bad%%|*}
   [[ ! -e "$dir/cheap/spm.model" ]] || fail "'${bad%%|*}' trained a vocabulary before it was refused"
 done
-# A leftover vocabulary is reused only for the same corpus and size.
+# A leftover prepared corpus (a run that died before its first state) is reused only
+# when it was prepared from the same files with the same arguments.
 mkdir -p "$dir/vocab_same" "$dir/vocab_size"
-cp "$dir"/done/spm.* "$dir/vocab_same/"; cp "$dir"/done/spm.* "$dir/vocab_size/"
-run 0 "vocabulary: reusing '$dir/vocab_same/spm.model'" "$loom" train "${common[@]}" --out "$dir/vocab_same" --max-steps 1
-run 0 "vocabulary: '$dir/vocab_size/spm.model' was trained on another corpus or size; training a new one" \
+cp -r "$dir"/done/corpus "$dir/vocab_same/"; cp -r "$dir"/done/corpus "$dir/vocab_size/"
+run 0 "corpus: reusing '$dir/vocab_same/corpus' (prepared from this corpus with these arguments)" \
+  "$loom" train "${common[@]}" --out "$dir/vocab_same" --max-steps 1
+run 0 "corpus: '$dir/vocab_size/corpus' was prepared otherwise; preparing it again" \
   "$loom" train --data "$dir" --preset tiny --vocab 50 --max-tokens 64 --max-len 16 --out "$dir/vocab_size" --max-steps 1
-grep -q '"pieces": 50' "$dir/vocab_size/spm.source.json" || fail "the new vocabulary's source does not say 50 pieces"
+grep -q '"pieces": 50' "$dir/vocab_size/corpus/manifest.json" || fail "the new store's manifest does not say 50 pieces"
 
 # 1. SIGINT or SIGTERM at a random moment of a run: always a clean save and 130 / 143,
 # never an abort (oneDNN's JIT gemm once took the signal frame onto the heap).

@@ -33,9 +33,8 @@ TEST_CASE("read_lines: plain and gzip text, CRLF endings, a missing last newline
   CHECK(read_lines(packed) == std::vector<std::string>{"a b c", "d e"});
   CHECK(error_of([&] { read_parallel(plain, packed); }) ==
         "read_parallel: '" + plain + "' has 4 lines but '" + packed + "' has 2: the sides are not aligned");
-  CHECK(error_of([] {
-          read_lines("/nonexistent/corpus.de.gz");
-        }).find("read_lines: cannot open '/nonexistent/corpus.de.gz'") != std::string::npos);
+  CHECK(error_of([] { read_lines("/nonexistent/corpus.de.gz"); }).find("cannot open '/nonexistent/corpus.de.gz'") !=
+        std::string::npos);
   // A gzip stream cut in half.
   std::string bytes;
   {
@@ -43,8 +42,7 @@ TEST_CASE("read_lines: plain and gzip text, CRLF endings, a missing last newline
     bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
   std::ofstream(packed, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
-  CHECK(error_of([&] { read_lines(packed); }).find("read_lines: '" + packed + "' is corrupt or truncated") !=
-        std::string::npos);
+  CHECK(error_of([&] { read_lines(packed); }).find("'" + packed + "' is corrupt or truncated") != std::string::npos);
   std::remove(plain.c_str());
   std::remove(packed.c_str());
 }

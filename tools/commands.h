@@ -7,6 +7,7 @@
 
 #include "loom/device.h"
 #include "loom/kernel_profile.h"
+#include "loom/models/corpus_store.h"
 #include "loom/models/data.h"
 
 namespace loom::tools {
@@ -35,6 +36,9 @@ nlohmann::json print_kernel_profile(const KernelProfile& profile, int runs, doub
 void add_device_option(CLI::App& cmd, std::string& device);
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
+void add_data_command(CLI::App& app);  // `data prepare` (tools/data_command.cpp)
+// Shows a store's preparation: its messages on stdout, a bar with pairs/s on a terminal.
+void show_preparation(models::PrepareOptions& how);
 void add_train_command(CLI::App& app, int& exit_code);  // exit_code: 128 + signal when interrupted
 void add_translate_commands(CLI::App& app);             // translate, bleu
 void add_average_command(CLI::App& app);

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     loom::tools::add_explain_command(app, exit_code);
     loom::tools::add_graph_command(app);
     loom::tools::add_bench_command(app);
+    loom::tools::add_data_command(app);
     loom::tools::add_train_command(app, exit_code);
     loom::tools::add_translate_commands(app);
     loom::tools::add_average_command(app);

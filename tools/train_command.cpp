@@ -25,7 +25,6 @@
 #include "options.h"
 #include "stop_signals.h"
 #include "test_hooks.h"
-#include "training_corpus.h"
 #include "training_monitor.h"
 #include "loom/backend.h"
 #include "loom/dist/communicator.h"
@@ -257,7 +256,8 @@ void take_saved_options(TrainOptions& o, const CLI::App& cmd, int ranks) {
   }
   if (!given("--data")) {
     o.data = extra.at("data");
-    LOOM_CHECK(std::filesystem::is_directory(o.data),
+    // A corpus folder's run trains from its own store (<out>/corpus): the folder is needed only before that existed.
+    LOOM_CHECK(std::filesystem::is_directory(o.data) || models::is_store(o.out + "/corpus"),
                "train: --resume '{}': the run's corpus folder '{}' is not found from here ({}); give it with --data",
                o.resume, o.data,
                std::filesystem::path(o.data).is_relative() ? "a path relative to where the run started" : "moved?");
@@ -318,10 +318,10 @@ models::TrainerHooks monitoring_hooks(TrainingMonitor& monitor) {
 
 // The bar's total (an estimate: batches hold about --max-tokens padded tokens of the
 // longer side, and an update --accum of them on each rank) and the run's settings in metrics.jsonl.
-int64_t estimated_steps(const TrainOptions& o, const std::vector<models::EncodedPair>& train, int ranks) {
+int64_t estimated_steps(const TrainOptions& o, const models::PairSource& train, int ranks) {
   double tokens = 0;
-  for (const models::EncodedPair& pair : train)
-    tokens += static_cast<double>(std::max(pair.src.size(), pair.tgt.size()) + 1);
+  for (const models::PairLength& pair : train.lengths())
+    if (models::fits(pair, o.t.max_len)) tokens += static_cast<double>(std::max(pair.src, pair.tgt) + 1);
   const double per_update = static_cast<double>(o.t.max_tokens * o.t.accum * ranks);
   const int64_t total = o.t.epochs * static_cast<int64_t>(std::ceil(tokens / per_update));
   return o.t.max_steps > 0 ? std::min(total, o.t.max_steps) : total;
@@ -354,7 +354,7 @@ void refuse_existing_run(const std::string& out) {
 
 // The values every rank of a data-parallel run must share, checked before any work:
 // a rank started with other flags or data is named instead of training apart.
-void agree_across_ranks(dist::Communicator& comm, const TrainOptions& o, const Split& train) {
+void agree_across_ranks(dist::Communicator& comm, const TrainOptions& o) {
   std::vector<dist::Agreed> values;
   auto add = [&](const auto& owner, const auto& fields) {
     for (const auto& f : fields)
@@ -363,8 +363,31 @@ void agree_across_ranks(dist::Communicator& comm, const TrainOptions& o, const S
   };
   add(o, train_fields());
   add(o.t, models::TrainerOptions::fields());
-  values.push_back({"training sentence pairs", static_cast<int64_t>(train.corpus.src.size())});
   comm.agree("train", "", values);
+}
+
+// The same for the corpus each rank opened (a store: one fingerprint for all its pairs).
+void agree_on_corpus(dist::Communicator& comm, const models::CorpusStore& store) {
+  comm.agree("train", "",
+             {{"corpus fingerprint", static_cast<int64_t>(store.fingerprint()),
+               [](int64_t v) { return fmt::format("{:016x}", static_cast<uint64_t>(v)); }},
+              {"training sentence pairs", store.size(), {}}});
+}
+
+// --data STORE: the store's languages and vocabulary size are the run's (given ones must agree).
+void take_store_settings(TrainOptions& o, const CLI::App& cmd) {
+  if (!models::is_store(o.data)) return;
+  const models::CorpusStore store(o.data);
+  const models::StoreManifest& m = store.manifest();
+  auto take = [&](const char* flag, auto& value, const auto& stored) {
+    LOOM_CHECK(cmd.get_option(flag)->count() == 0 || value == stored,
+               "train: {} {} differs from the store '{}', prepared with {} {} (prepare another store for it)", flag,
+               value, o.data, flag, stored);
+    value = stored;
+  };
+  take("--src", o.src, m.src);
+  take("--tgt", o.tgt, m.tgt);
+  take("--vocab", o.vocab, m.pieces);
 }
 
 // The run's options settled: a resumed run's own, the precision this machine gives,
@@ -388,6 +411,7 @@ void settle_options(TrainOptions& o, const CLI::App& cmd, dist::Communicator& co
                comm.backend_name());
     o.t.device = comm.device();
   }
+  if (o.resume.empty()) take_store_settings(o, cmd);
   o.t.validate();
   make_config(o, o.vocab);  // the preset, sizes and dropouts: validated for the vocabulary asked for
 }
@@ -404,7 +428,7 @@ void claim_folder(const TrainOptions& o, std::optional<models::RunFolderLock>& l
 
 // A new run, or the resumed one; null (said so) when a resumed run has nothing left to do.
 std::unique_ptr<models::Trainer> start_trainer(const TrainOptions& o, int ranks, int64_t vocab_size,
-                                               std::vector<models::EncodedPair> train,
+                                               std::shared_ptr<const models::PairSource> train,
                                                std::vector<models::EncodedPair> val) {
   if (o.resume.empty()) {
     std::map<std::string, std::string> extra = saved_flags(o);
@@ -464,21 +488,34 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   settle_options(o, cmd, comm);
   std::optional<models::RunFolderLock> lock;
   if (main_rank) claim_folder(o, lock);
-  const std::string spm_prefix = o.out + "/spm", spm_path = spm_prefix + ".model";
-  const Split train_split = read_split(o.data, o.src, o.tgt, "train"),
-              val_split = read_split(o.data, o.src, o.tgt, "val");
-  const models::ParallelCorpus &train = train_split.corpus, &val = val_split.corpus;
-  if (comm.world_size() > 1) agree_across_ranks(comm, o, train_split);
-  fmt::print("train: {} sentence pairs ({} -> {}), validation {}\n", train.src.size(), o.src, o.tgt, val.src.size());
-  if (o.resume.empty() && main_rank) prepare_vocabulary(train, spm_prefix, o.vocab);
-  comm.barrier();  // the other ranks read the vocabulary rank 0 prepared
-  LOOM_CHECK(o.resume.empty() || std::filesystem::exists(spm_path),
-             "train: --resume '{}': the vocabulary '{}' is missing", o.resume, spm_path);
+  if (comm.world_size() > 1) agree_across_ranks(comm, o);
+  std::string store_dir;
+  if (main_rank) {
+    models::PrepareOptions how{.data = o.data, .src = o.src, .tgt = o.tgt, .vocab = o.vocab};
+    show_preparation(how);
+    store_dir = models::prepare_run_corpus(o.out, how, !o.resume.empty());
+  }
+  comm.barrier();  // the other ranks map the store and read the vocabulary rank 0 prepared
+  if (!main_rank) store_dir = models::is_store(o.data) ? o.data : o.out + "/corpus";
+  const auto store = std::make_shared<const models::CorpusStore>(store_dir);
+  if (comm.world_size() > 1) agree_on_corpus(comm, *store);
+  const models::Split val_split = models::read_split(store_dir, o.src, o.tgt, "val");
+  const models::ParallelCorpus& val = val_split.corpus;
+  const std::string spm_path = o.out + "/spm.model";
+  LOOM_CHECK(std::filesystem::exists(spm_path), "train: the vocabulary '{}' is missing", spm_path);
   models::Vocabulary vocab(spm_path);
-  std::vector<models::EncodedPair> train_pairs = keep_fitting(encode(vocab, train), train_split, o.t.max_len);
-  const int64_t total_steps = estimated_steps(o, train_pairs, comm.world_size());
-  std::unique_ptr<models::Trainer> trainer = start_trainer(o, comm.world_size(), vocab.size(), std::move(train_pairs),
-                                                           keep_fitting(encode(vocab, val), val_split, o.t.max_len));
+  const auto fitting = static_cast<int64_t>(models::fitting_pairs(store->lengths(), o.t.max_len).size());
+  fmt::print("train: {} sentence pairs ({} -> {}, store '{}'), validation {}\n", store->size(), o.src, o.tgt, store_dir,
+             val.src.size());
+  LOOM_CHECK(fitting > 0, "train: --max-len {} drops all {} pairs of the train split (store '{}')", o.t.max_len,
+             store->size(), store_dir);
+  if (fitting < store->size())
+    fmt::print("train: dropped {} of {} pairs longer than --max-len {} pieces\n", store->size() - fitting,
+               store->size(), o.t.max_len);
+  const int64_t total_steps = estimated_steps(o, *store, comm.world_size());
+  std::unique_ptr<models::Trainer> trainer =
+      start_trainer(o, comm.world_size(), vocab.size(), store,
+                    models::keep_fitting(models::encode(vocab, val), val_split, o.t.max_len));
   if (!trainer) return 0;
   print_setup(o, *trainer, comm);
   // Only rank 0 shows the run and writes metrics.jsonl; every rank stops on a signal.
@@ -508,7 +545,9 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
 void add_train_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("train", "train a Transformer on a parallel corpus (Multi30k layout)");
   auto o = std::make_shared<TrainOptions>();
-  cmd->add_option("--data", o->data, "folder with train.<lang>[.gz] and val.<lang>[.gz] (a resumed run: the run's)");
+  cmd->add_option("--data", o->data,
+                  "a corpus store (`loom data prepare`), or a folder with train.<lang>[.gz] and val.<lang>[.gz], "
+                  "prepared into <out>/corpus first (a resumed run: the run's)");
   cmd->add_option("--resume", o->resume,
                   "continue the run in this folder from its training state, bit for bit (its --out)");
   cmd->add_option("--out", o->out, "folder for spm.model, model.safetensors and the training state")

@@ -65,6 +65,28 @@ void commit_file(const std::string& temporary, const std::string& path) {
     fail("wrote '{}', but syncing its folder failed: {}", path, std::strerror(error));
 }
 
+void commit_folder(const std::string& temporary, const std::string& path) {
+  namespace fs = std::filesystem;
+  auto give_up = [&](const std::string& why) {
+    std::error_code ignored;
+    fs::remove_all(temporary, ignored);
+    fail("cannot write '{}': {}", path, why);
+  };
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(temporary, ec))
+    if (int error = sync_path(entry.path().string(), O_RDONLY))
+      give_up(fmt::format("syncing '{}' failed: {}", entry.path().string(), std::strerror(error)));
+  if (ec) give_up(fmt::format("cannot list '{}': {}", temporary, ec.message()));
+  if (int error = sync_path(temporary, O_RDONLY | O_DIRECTORY))
+    give_up(fmt::format("syncing '{}' failed: {}", temporary, std::strerror(error)));
+  if (fs::exists(path, ec)) give_up("it exists (remove it, or write elsewhere)");
+  if (std::rename(temporary.c_str(), path.c_str()) != 0)
+    give_up(fmt::format("renaming '{}' failed: {}", temporary, std::strerror(errno)));
+  std::string folder = fs::path(path).parent_path().string();
+  if (int error = sync_path(folder.empty() ? "." : folder, O_RDONLY | O_DIRECTORY))
+    fail("wrote '{}', but syncing its folder failed: {}", path, std::strerror(error));
+}
+
 AtomicFile::AtomicFile(std::string path) : path_(write_target(path)), temporary_(temporary_path(path_)) {
   {
     std::lock_guard lock(live_mutex);  // created and listed together

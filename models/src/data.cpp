@@ -20,31 +20,50 @@ void SetMinLogLevel(int level);
 
 namespace loom::models {
 
-std::vector<std::string> read_lines(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  LOOM_CHECK(file != nullptr, "read_lines: cannot open '{}': {}", path, std::strerror(errno));
-  std::vector<std::string> lines;
-  std::string current;
-  char buffer[1 << 16];
-  int got;
-  while ((got = gzread(file, buffer, sizeof buffer)) > 0) {
-    for (int i = 0; i < got; ++i) {
-      if (buffer[i] == '\n') {
-        if (!current.empty() && current.back() == '\r') current.pop_back();
-        lines.push_back(std::move(current));
-        current.clear();
-      } else {
-        current += buffer[i];
-      }
-    }
-  }
+LineReader::LineReader(std::string path) : path_(std::move(path)), buffer_(size_t{1} << 16) {
+  file_ = gzopen(path_.c_str(), "rb");
+  LOOM_CHECK(file_ != nullptr, "cannot open '{}': {}", path_, std::strerror(errno));
+}
+
+LineReader::~LineReader() { gzclose(static_cast<gzFile>(file_)); }
+
+bool LineReader::refill() {
+  const int got = gzread(static_cast<gzFile>(file_), buffer_.data(), static_cast<unsigned>(buffer_.size()));
   // A stream cut short reads as a clean end of file: gzerror tells (Z_BUF_ERROR).
   int error = Z_OK;
-  const std::string message = gzerror(file, &error);
-  gzclose(file);
-  LOOM_CHECK(got >= 0 && (error == Z_OK || error == Z_STREAM_END), "read_lines: '{}' is corrupt or truncated: {}", path,
-             message);
-  if (!current.empty()) lines.push_back(std::move(current));
+  const std::string message = gzerror(static_cast<gzFile>(file_), &error);
+  LOOM_CHECK(got >= 0 && (error == Z_OK || error == Z_STREAM_END), "'{}' is corrupt or truncated: {}", path_, message);
+  at_ = 0;
+  end_ = static_cast<size_t>(got);
+  return got > 0;
+}
+
+bool LineReader::next(std::string& line) {
+  line.clear();
+  bool any = false;
+  while (at_ < end_ || refill()) {
+    any = true;
+    const char* start = buffer_.data() + at_;
+    const auto* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - at_));
+    if (!newline) {
+      line.append(start, end_ - at_);
+      at_ = end_;
+      continue;
+    }
+    line.append(start, static_cast<size_t>(newline - start));
+    at_ += static_cast<size_t>(newline - start) + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    ++lines_;
+    return true;
+  }
+  if (any && !line.empty()) ++lines_;  // a last line without its newline
+  return any && !line.empty();
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  LineReader reader(path);
+  std::vector<std::string> lines;
+  for (std::string line; reader.next(line);) lines.push_back(std::move(line));
   return lines;
 }
 
@@ -62,6 +81,20 @@ ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt
              "read_parallel: '{}' has {} lines but '{}' has {}: the sides are not aligned", src_path, corpus.src.size(),
              tgt_path, corpus.tgt.size());
   return corpus;
+}
+
+Split read_split(const std::string& dir, const std::string& src, const std::string& tgt, const std::string& name,
+                 std::string_view command) {
+  Split s{name, corpus_file(dir, name, src, command), corpus_file(dir, name, tgt, command), {}};
+  s.corpus = read_parallel(s.src_path, s.tgt_path);
+  auto check = [&](const std::vector<std::string>& lines, const std::string& path) {
+    LOOM_CHECK(!lines.empty(), "{}: the {} split '{}' is empty", command, name, path);
+    LOOM_CHECK(!std::all_of(lines.begin(), lines.end(), is_blank), "{}: the {} split '{}' has {} lines, all blank",
+               command, name, path, lines.size());
+  };
+  check(s.corpus.src, s.src_path);
+  check(s.corpus.tgt, s.tgt_path);
+  return s;
 }
 
 // ---- vocabulary ----
@@ -148,9 +181,81 @@ std::string Vocabulary::piece(int64_t id) const {
 
 int64_t Vocabulary::size() const { return processor_->GetPieceSize(); }
 
+std::vector<EncodedPair> encode(const Vocabulary& vocab, const ParallelCorpus& corpus) {
+  std::vector<EncodedPair> pairs(corpus.src.size());
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < pairs.size(); ++i) pairs[i] = {vocab.encode(corpus.src[i]), vocab.encode(corpus.tgt[i])};
+  return pairs;
+}
+
+std::vector<EncodedPair> keep_fitting(std::vector<EncodedPair> pairs, const Split& split, int64_t max_len) {
+  const size_t total = pairs.size();
+  std::erase_if(pairs, [&](const EncodedPair& p) { return !fits(p, max_len); });
+  const size_t dropped = total - pairs.size();
+  LOOM_CHECK(!pairs.empty(), "train: --max-len {} drops all {} pairs of the {} split ('{}', '{}')", max_len, total,
+             split.name, split.src_path, split.tgt_path);
+  if (dropped)
+    fmt::print("{}: dropped {} of {} pairs longer than --max-len {} pieces\n", split.name, dropped, total, max_len);
+  return pairs;
+}
+
 // ---- batching ----
 bool fits(const EncodedPair& pair, int64_t max_len) {
   return static_cast<int64_t>(std::max(pair.src.size(), pair.tgt.size())) + 1 <= max_len;
+}
+bool fits(PairLength pair, int64_t max_len) { return std::max<int64_t>(pair.src, pair.tgt) + 1 <= max_len; }
+
+std::vector<uint32_t> fitting_pairs(std::span<const PairLength> lengths, int64_t max_len) {
+  std::vector<uint32_t> kept;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    if (fits(lengths[i], max_len)) kept.push_back(static_cast<uint32_t>(i));
+  return kept;
+}
+
+// ---- the pairs batching reads ----
+void PairHash::add(std::span<const int64_t> src, std::span<const int64_t> tgt) {
+  for (auto side : {src, tgt}) {
+    h_.add_u64(side.size());
+    for (int64_t id : side) h_.add_u64(static_cast<uint64_t>(id));
+  }
+}
+
+uint64_t fingerprint(const std::vector<EncodedPair>& pairs) {
+  PairHash h;
+  for (const auto& p : pairs) h.add(p.src, p.tgt);
+  return h.value();
+}
+
+uint64_t fingerprint(const PairSource& pairs, std::span<const uint32_t> which) {
+  PairHash h;
+  std::vector<int64_t> src, tgt;
+  for (uint32_t i : which) {
+    const PairLength n = pairs.lengths()[i];
+    src.resize(n.src);
+    tgt.resize(n.tgt);
+    pairs.read_pair(i, src.data(), tgt.data());
+    h.add(src, tgt);
+  }
+  return h.value();
+}
+
+PairsInMemory::PairsInMemory(std::vector<EncodedPair> pairs) : pairs_(std::move(pairs)) {
+  LOOM_CHECK(pairs_.size() < (size_t{1} << 32), "PairsInMemory: {} pairs, more than batching indexes", pairs_.size());
+  lengths_.reserve(pairs_.size());
+  for (size_t i = 0; i < pairs_.size(); ++i) {
+    const auto longest = static_cast<int64_t>(std::max(pairs_[i].src.size(), pairs_[i].tgt.size()));
+    LOOM_CHECK(longest <= kMaxPieces,
+               "PairsInMemory: pair {} has a side of {} pieces, more than the {} a pair may have", i, longest,
+               kMaxPieces);
+    lengths_.push_back({static_cast<uint16_t>(pairs_[i].src.size()), static_cast<uint16_t>(pairs_[i].tgt.size())});
+  }
+  fingerprint_ = models::fingerprint(pairs_);
+}
+
+void PairsInMemory::read_pair(int64_t i, int64_t* src, int64_t* tgt) const {
+  const EncodedPair& p = pairs_.at(static_cast<size_t>(i));
+  std::copy(p.src.begin(), p.src.end(), src);
+  std::copy(p.tgt.begin(), p.tgt.end(), tgt);
 }
 
 namespace {
@@ -162,18 +267,18 @@ void shuffle(std::vector<T>& items, Generator& gen) {
   for (size_t i = items.size() - 1; i > 0; --i) std::swap(items[i], items[static_cast<size_t>(u[i] * (i + 1))]);
 }
 
-// The pairs that fit, by length (source, then target), split into groups of at most
-// max_tokens padded tokens. Pairs of equal lengths keep their order in `order`.
-std::vector<std::vector<size_t>> group_by_length(const std::vector<EncodedPair>& pairs, std::vector<size_t> order,
-                                                 int64_t max_tokens, int64_t max_len) {
-  std::erase_if(order, [&](size_t i) { return !fits(pairs[i], max_len); });
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::pair(pairs[a].src.size(), pairs[a].tgt.size()) < std::pair(pairs[b].src.size(), pairs[b].tgt.size());
+// The pairs of `order` that fit, by length (source, then target), split into groups of
+// at most max_tokens padded tokens. Pairs of equal lengths keep their order in `order`.
+std::vector<PairGroup> group_by_length(std::span<const PairLength> lengths, std::vector<uint32_t> order,
+                                       int64_t max_tokens, int64_t max_len) {
+  std::erase_if(order, [&](uint32_t i) { return !fits(lengths[i], max_len); });
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return std::pair(lengths[a].src, lengths[a].tgt) < std::pair(lengths[b].src, lengths[b].tgt);
   });
-  std::vector<std::vector<size_t>> groups;
+  std::vector<PairGroup> groups;
   int64_t longest = 0;
-  for (size_t i : order) {
-    const int64_t len = static_cast<int64_t>(std::max(pairs[i].src.size(), pairs[i].tgt.size())) + 1;
+  for (uint32_t i : order) {
+    const int64_t len = std::max<int64_t>(lengths[i].src, lengths[i].tgt) + 1;
     if (groups.empty() || static_cast<int64_t>(groups.back().size() + 1) * std::max(longest, len) > max_tokens) {
       groups.emplace_back();
       longest = 0;
@@ -184,52 +289,72 @@ std::vector<std::vector<size_t>> group_by_length(const std::vector<EncodedPair>&
   return groups;
 }
 
-std::vector<size_t> corpus_order(size_t count) {
-  std::vector<size_t> order(count);
-  std::iota(order.begin(), order.end(), size_t{0});
+std::vector<uint32_t> corpus_order(size_t count) {
+  std::vector<uint32_t> order(count);
+  std::iota(order.begin(), order.end(), uint32_t{0});
   return order;
 }
 }  // namespace
 
+std::vector<PairGroup> batch_groups(std::span<const PairLength> lengths, std::vector<uint32_t> candidates,
+                                    int64_t max_tokens, int64_t max_len, Generator& gen, Grouping grouping) {
+  LOOM_CHECK(max_tokens > max_len, "make_batches: max_tokens {} must exceed max_len {}", max_tokens, max_len);
+  // Regrouped: pairs of equal lengths meet in a drawn order, so batch boundaries and
+  // companions change from one call to the next.
+  if (grouping == Grouping::drawn) shuffle(candidates, gen);
+  std::vector<PairGroup> groups = group_by_length(lengths, std::move(candidates), max_tokens, max_len);
+  shuffle(groups, gen);  // the batches' order (not within them)
+  return groups;
+}
+
+int64_t count_batches(std::span<const PairLength> lengths, std::vector<uint32_t> candidates, int64_t max_tokens,
+                      int64_t max_len) {
+  return static_cast<int64_t>(group_by_length(lengths, std::move(candidates), max_tokens, max_len).size());
+}
+
+Batch count_tokens(std::span<const PairLength> lengths, std::span<const uint32_t> group) {
+  Batch batch;
+  for (uint32_t i : group) {
+    batch.src_tokens += lengths[i].src + 1;
+    batch.tgt_tokens += lengths[i].tgt + 1;
+  }
+  return batch;
+}
+
+Batch make_batch(const PairSource& pairs, std::span<const uint32_t> group) {
+  const auto lengths = pairs.lengths();
+  const auto b = static_cast<int64_t>(group.size());
+  int64_t S = 0, T = 0;
+  for (uint32_t i : group) S = std::max<int64_t>(S, lengths[i].src + 1), T = std::max<int64_t>(T, lengths[i].tgt + 1);
+  std::vector<int64_t> src(b * S, Vocabulary::kPad), tgt_in(b * T, Vocabulary::kPad), tgt_out(b * T, Vocabulary::kPad);
+  for (int64_t r = 0; r < b; ++r) {
+    const PairLength n = lengths[group[r]];
+    // The target's pieces go after bos in tgt_in; tgt_out is the same pieces one place earlier.
+    pairs.read_pair(group[r], src.data() + r * S, tgt_in.data() + r * T + 1);
+    src[r * S + n.src] = Vocabulary::kEos;
+    tgt_in[r * T] = Vocabulary::kBos;
+    std::copy_n(tgt_in.begin() + r * T + 1, n.tgt, tgt_out.begin() + r * T);
+    tgt_out[r * T + n.tgt] = Vocabulary::kEos;
+  }
+  Batch batch = count_tokens(lengths, group);
+  batch.src = from_vector(src, {b, S}, {DType::i64});
+  batch.tgt_in = from_vector(tgt_in, {b, T}, {DType::i64});
+  batch.tgt_out = from_vector(tgt_out, {b, T}, {DType::i64});
+  return batch;
+}
+
 int64_t count_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len) {
-  return static_cast<int64_t>(group_by_length(pairs, corpus_order(pairs.size()), max_tokens, max_len).size());
+  const PairsInMemory source(pairs);
+  return count_batches(source.lengths(), corpus_order(pairs.size()), max_tokens, max_len);
 }
 
 std::vector<Batch> make_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len,
                                 Generator& gen, Grouping grouping) {
-  LOOM_CHECK(max_tokens > max_len, "make_batches: max_tokens {} must exceed max_len {}", max_tokens, max_len);
-  std::vector<size_t> order = corpus_order(pairs.size());
-  // Regrouped: pairs of equal lengths meet in a drawn order, so batch boundaries and
-  // companions change from one call to the next.
-  if (grouping == Grouping::drawn) shuffle(order, gen);
-  std::vector<std::vector<size_t>> groups = group_by_length(pairs, std::move(order), max_tokens, max_len);
-  shuffle(groups, gen);  // the batches' order (not within them)
+  const PairsInMemory source(pairs);
   std::vector<Batch> batches;
-  for (const auto& group : groups) {
-    const int64_t b = static_cast<int64_t>(group.size());
-    size_t s_len = 0, t_len = 0;
-    for (size_t i : group)
-      s_len = std::max(s_len, pairs[i].src.size() + 1), t_len = std::max(t_len, pairs[i].tgt.size() + 1);
-    std::vector<int64_t> src(b * s_len, Vocabulary::kPad), tgt_in(b * t_len, Vocabulary::kPad),
-        tgt_out(b * t_len, Vocabulary::kPad);
-    Batch batch;
-    for (int64_t r = 0; r < b; ++r) {
-      const EncodedPair& p = pairs[group[r]];
-      std::copy(p.src.begin(), p.src.end(), src.begin() + r * s_len);
-      src[r * s_len + p.src.size()] = Vocabulary::kEos;
-      tgt_in[r * t_len] = Vocabulary::kBos;
-      std::copy(p.tgt.begin(), p.tgt.end(), tgt_in.begin() + r * t_len + 1);
-      std::copy(p.tgt.begin(), p.tgt.end(), tgt_out.begin() + r * t_len);
-      tgt_out[r * t_len + p.tgt.size()] = Vocabulary::kEos;
-      batch.src_tokens += static_cast<int64_t>(p.src.size()) + 1;
-      batch.tgt_tokens += static_cast<int64_t>(p.tgt.size()) + 1;
-    }
-    const int64_t S = static_cast<int64_t>(s_len), T = static_cast<int64_t>(t_len);
-    batch.src = from_vector(src, {b, S}, {DType::i64});
-    batch.tgt_in = from_vector(tgt_in, {b, T}, {DType::i64});
-    batch.tgt_out = from_vector(tgt_out, {b, T}, {DType::i64});
-    batches.push_back(std::move(batch));
-  }
+  for (const PairGroup& group :
+       batch_groups(source.lengths(), corpus_order(pairs.size()), max_tokens, max_len, gen, grouping))
+    batches.push_back(make_batch(source, group));
   return batches;
 }
 

@@ -109,7 +109,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& folder) {
       const long pid = std::stol(m[1]);
       const bool writer_alive = pid == ::getpid() || (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
       if (writer_alive) continue;
-      if (fs::remove(entry.path(), ec)) removed.push_back((fs::path(sub) / name).string());
+      if (fs::remove_all(entry.path(), ec) > 0) removed.push_back((fs::path(sub) / name).string());
     }
   }
   return removed;

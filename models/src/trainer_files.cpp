@@ -150,8 +150,8 @@ void Trainer::save_state(const Moments& moments) {
                    {"last_checkpoint_step", last_checkpoint_step_},
                    {"adam_steps", moments.steps},
                    {"adam_counts", moments.counts},
-                   {"train_pairs", train_.size()},
-                   {"train_fingerprint", fingerprint(train_)}};
+                   {"train_pairs", fitting_.size()},
+                   {"corpus_fingerprint", train_->fingerprint()}};
   if (has_best_) progress["best_val_loss"] = best_val_loss_;
   if (has_best_score_) progress["best_val_score"] = best_val_score_;
   nn::Metadata meta = {{"format", kStateFormat},
@@ -192,6 +192,12 @@ Trainer::SavedRun Trainer::read_state(const std::string& out) {
 std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::vector<EncodedPair> train,
                                          std::vector<EncodedPair> val,
                                          const std::function<void(TrainerOptions&)>& changes) {
+  return resume(out, std::make_shared<PairsInMemory>(std::move(train)), std::move(val), changes);
+}
+
+std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::shared_ptr<const PairSource> train,
+                                         std::vector<EncodedPair> val,
+                                         const std::function<void(TrainerOptions&)>& changes) {
   SavedRun saved = read_state(out);
   const std::string path = state_path(out);
   TrainerOptions options = saved.options;
@@ -209,12 +215,17 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::vector<Enc
   nn::load(*t->model_, file, path, /*allow_unexpected=*/true);  // checks every name, shape and dtype
   try {
     const json p = json::parse(file.metadata.at("progress"));
+    // The corpus's fingerprint (a store's, from its manifest); a state saved before
+    // stores has the digest of the pairs within max_len, read once here.
     const auto pairs = p.at("train_pairs").get<size_t>();
-    const auto digest = p.at("train_fingerprint").get<uint64_t>();
-    LOOM_CHECK(pairs == t->train_.size() && digest == fingerprint(t->train_),
+    const bool same_count = pairs == t->fitting_.size();
+    const bool same_pairs = p.contains("corpus_fingerprint")
+                                ? p.at("corpus_fingerprint").get<uint64_t>() == t->train_->fingerprint()
+                                : p.at("train_fingerprint").get<uint64_t>() == fingerprint(*t->train_, t->fitting_);
+    LOOM_CHECK(same_count && same_pairs,
                "train: --resume '{}': the training data differs from the run's ({} pairs now, {} then{}); a resumed "
                "run needs the same corpus, vocabulary and --max-len",
-               out, t->train_.size(), pairs, pairs == t->train_.size() ? ", same count but other sentences" : "");
+               out, t->fitting_.size(), pairs, same_count ? ", same count but other sentences" : "");
     const auto counts = p.at("adam_counts").get<std::vector<int64_t>>();
     LOOM_CHECK(counts.size() == t->params_.size(), "train: '{}' has Adam counts for {} parameters, the model has {}",
                path, counts.size(), t->params_.size());

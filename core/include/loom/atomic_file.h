@@ -18,6 +18,11 @@ std::string temporary_path(const std::string& path);
 // On error the temporary is removed and loom::Error names both paths.
 void commit_file(const std::string& temporary, const std::string& path);
 
+// The same for a folder another writer filled (a corpus store): every file in
+// `temporary` and the folder itself synced, then renamed to `path`, which must not
+// exist. On error the temporary is removed and loom::Error names both paths.
+void commit_folder(const std::string& temporary, const std::string& path);
+
 // A file written through a stream; nothing appears at `path` until commit(). A
 // `path` that is a symbolic link is written through: its target gets the file.
 // Destroyed uncommitted (an error on the way), it removes its temporary.

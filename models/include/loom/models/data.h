@@ -4,11 +4,14 @@
 // vocabulary, and batches of similar-length sentence pairs under a token budget
 // (the paper: ~25000 source and target tokens per batch).
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "loom/byte_hash.h"
 #include "loom/random.h"
 #include "loom/tensor.h"
 
@@ -18,8 +21,28 @@ class SentencePieceProcessor;
 
 namespace loom::models {
 
-// Lines of a text file, gzip-compressed or not (zlib reads both); without
-// their line endings. Errors name the file.
+// A text file line by line, gzip-compressed or not (zlib reads both), without
+// the line endings and without holding more than a buffer of it. Errors name the file.
+class LineReader {
+ public:
+  explicit LineReader(std::string path);
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+  bool next(std::string& line);  // false at the end of the file
+  int64_t lines_read() const { return lines_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  bool refill();
+  std::string path_;
+  void* file_;  // gzFile
+  std::vector<char> buffer_;
+  size_t at_ = 0, end_ = 0;
+  int64_t lines_ = 0;
+};
+
+// Every line of a text file (a small one: a validation or test split).
 std::vector<std::string> read_lines(const std::string& path);
 
 // True for a line of nothing but whitespace (spaces, tabs, carriage returns).
@@ -33,6 +56,15 @@ ParallelCorpus read_parallel(const std::string& src_path, const std::string& tgt
 // <dir>/<split>.<lang>, or the same with .gz; an error names `command` and both paths.
 std::string corpus_file(const std::string& dir, const std::string& split, const std::string& lang,
                         std::string_view command);
+
+// A small split held as text (validation, test): <dir>/<name>.<src> and .<tgt>
+// (or .gz), refused when empty or all blank, naming `command`, the split and the file.
+struct Split {
+  std::string name, src_path, tgt_path;
+  ParallelCorpus corpus;
+};
+Split read_split(const std::string& dir, const std::string& src, const std::string& tgt, const std::string& name,
+                 std::string_view command = "train");
 
 // A SentencePiece model with loom's special ids: pad 0, unk 1, bos 2, eos 3.
 class Vocabulary {
@@ -70,8 +102,64 @@ struct EncodedPair {
   std::vector<int64_t> src, tgt;  // pieces, without bos/eos
 };
 
+// A pair's lengths in pieces (without bos/eos): all that batching reads of it.
+struct PairLength {
+  uint16_t src = 0, tgt = 0;
+};
+constexpr int64_t kMaxPieces = 65535;  // a side's limit (a PairLength's)
+
+// Training pairs as batching reads them: every pair's lengths at once, a pair's
+// ids only when its batch is made. A corpus store (loom/models/corpus_store.h)
+// maps them from disk; PairsInMemory holds them.
+class PairSource {
+ public:
+  virtual ~PairSource() = default;
+  virtual std::span<const PairLength> lengths() const = 0;
+  // Pair i's pieces: lengths()[i].src ids into `src`, lengths()[i].tgt into `tgt`.
+  virtual void read_pair(int64_t i, int64_t* src, int64_t* tgt) const = 0;
+  // fingerprint() of all the pairs, known without reading them again.
+  virtual uint64_t fingerprint() const = 0;
+  int64_t size() const { return static_cast<int64_t>(lengths().size()); }
+};
+
+class PairsInMemory final : public PairSource {
+ public:
+  explicit PairsInMemory(std::vector<EncodedPair> pairs);  // a side over kMaxPieces is an error
+  std::span<const PairLength> lengths() const override { return lengths_; }
+  void read_pair(int64_t i, int64_t* src, int64_t* tgt) const override;
+  uint64_t fingerprint() const override { return fingerprint_; }
+
+ private:
+  std::vector<EncodedPair> pairs_;
+  std::vector<PairLength> lengths_;
+  uint64_t fingerprint_ = 0;
+};
+
+// A digest of pairs (FNV-1a over each side's length and ids, as 8 bytes each): a
+// resumed run checks it, and a corpus store keeps its pairs' in its manifest.
+class PairHash {
+ public:
+  void add(std::span<const int64_t> src, std::span<const int64_t> tgt);
+  uint64_t value() const { return h_.value(); }
+
+ private:
+  ByteHash h_;
+};
+uint64_t fingerprint(const std::vector<EncodedPair>& pairs);
+// The digest of the pairs `which` of `pairs` (reads each of them).
+uint64_t fingerprint(const PairSource& pairs, std::span<const uint32_t> which);
+
+class Vocabulary;
+// Every pair of `corpus` as pieces (in parallel over the pairs).
+std::vector<EncodedPair> encode(const Vocabulary& vocab, const ParallelCorpus& corpus);
+// The pairs of a split that fit max_len; says how many were dropped (on stdout), and refuses a split left empty.
+std::vector<EncodedPair> keep_fitting(std::vector<EncodedPair> pairs, const Split& split, int64_t max_len);
+
 // Whether both sides fit in max_len positions (pieces + eos or bos): the pairs make_batches keeps.
 bool fits(const EncodedPair& pair, int64_t max_len);
+bool fits(PairLength pair, int64_t max_len);
+// The pairs that fit, in corpus order.
+std::vector<uint32_t> fitting_pairs(std::span<const PairLength> lengths, int64_t max_len);
 
 // How make_batches forms its groups: `fixed`, the same batches at every call (pairs
 // of equal lengths in corpus order), or `drawn` from `gen` as well (pairs of equal
@@ -89,5 +177,18 @@ std::vector<Batch> make_batches(const std::vector<EncodedPair>& pairs, int64_t m
 // How many batches make_batches forms with Grouping::fixed (drawn groupings differ
 // by a few).
 int64_t count_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len);
+
+// make_batches in two halves, for corpora too large to hold as batches: which
+// pairs each batch of an epoch takes (of `candidates`, pair indices in corpus
+// order; the same draws from `gen` as make_batches), and one batch made when it is used.
+using PairGroup = std::vector<uint32_t>;
+std::vector<PairGroup> batch_groups(std::span<const PairLength> lengths, std::vector<uint32_t> candidates,
+                                    int64_t max_tokens, int64_t max_len, Generator& gen,
+                                    Grouping grouping = Grouping::fixed);
+int64_t count_batches(std::span<const PairLength> lengths, std::vector<uint32_t> candidates, int64_t max_tokens,
+                      int64_t max_len);
+Batch make_batch(const PairSource& pairs, std::span<const uint32_t> group);
+// A batch's token counts alone (no tensors): a micro-batch another rank runs.
+Batch count_tokens(std::span<const PairLength> lengths, std::span<const uint32_t> group);
 
 }  // namespace loom::models

@@ -126,6 +126,11 @@ class Trainer {
   // name: a `vocabulary` entry is also copied into best/ and average/), and
   // `extra_state` into the training state (a tool's own options), returned by
   // extra_state() on resume.
+  // `train`'s pairs that fit options.max_len are trained on (a corpus store's are
+  // read as their batches are made); `val` is small and held.
+  Trainer(TransformerConfig config, TrainerOptions options, std::shared_ptr<const PairSource> train,
+          std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata = {},
+          std::map<std::string, std::string> extra_state = {});
   Trainer(TransformerConfig config, TrainerOptions options, std::vector<EncodedPair> train,
           std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata = {},
           std::map<std::string, std::string> extra_state = {});
@@ -133,6 +138,9 @@ class Trainer {
   // same training pairs (checked: a different corpus is an error naming the
   // counts). `changes`, if given, edits the saved options before the run is
   // rebuilt: the caller's business to change only those that may change.
+  static std::unique_ptr<Trainer> resume(const std::string& out, std::shared_ptr<const PairSource> train,
+                                         std::vector<EncodedPair> val,
+                                         const std::function<void(TrainerOptions&)>& changes = {});
   static std::unique_ptr<Trainer> resume(const std::string& out, std::vector<EncodedPair> train,
                                          std::vector<EncodedPair> val,
                                          const std::function<void(TrainerOptions&)>& changes = {});
@@ -172,12 +180,13 @@ class Trainer {
   bool finished() const { return epoch_ > options_.epochs || (options_.max_steps > 0 && step_ >= options_.max_steps); }
   const std::map<std::string, std::string>& extra_state() const { return extra_state_; }
   int64_t val_pairs() const { return static_cast<int64_t>(val_.size()); }
+  int64_t train_pairs() const { return static_cast<int64_t>(fitting_.size()); }  // those within max_len
   // Bytes of Adam's moments: this rank's, and all ranks' (equal unless sharded).
   std::pair<int64_t, int64_t> optimizer_state_bytes() const;
 
  private:
   struct Restored {};  // built for resume(): the state's files are its own
-  Trainer(Restored, TransformerConfig config, TrainerOptions options, std::vector<EncodedPair> train,
+  Trainer(Restored, TransformerConfig config, TrainerOptions options, std::shared_ptr<const PairSource> train,
           std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata,
           std::map<std::string, std::string> extra_state);
   bool data_parallel() const { return options_.reduce != MicroBatchSum::off; }
@@ -208,6 +217,8 @@ class Trainer {
   // one is due after it; the state saved when stopped.
   void schedule_cooldown(int64_t batches_in_epoch);
   StepReport take_step(const std::vector<Batch>& update, const TrainerHooks& hooks);
+  // The micro-batches [first, first + n) of an epoch's `groups`: this rank's made, the others' only counted.
+  std::vector<Batch> update_batches(const std::vector<PairGroup>& groups, int64_t first, int64_t n) const;
   void save_if_due(const TrainerHooks& hooks, int64_t update_size, int64_t batches_in_epoch);
   void save_interrupted(const TrainerHooks& hooks);
   void save_checkpoint(const TrainerHooks& hooks, bool epoch_end);
@@ -226,7 +237,9 @@ class Trainer {
 
   TransformerConfig config_;
   TrainerOptions options_;
-  std::vector<EncodedPair> train_, val_;
+  std::shared_ptr<const PairSource> train_;
+  std::vector<uint32_t> fitting_;  // train_'s pairs within max_len, in corpus order
+  std::vector<EncodedPair> val_;
   std::string out_;
   std::map<std::string, std::string> metadata_, extra_state_;
   std::unique_ptr<dist::Communicator> own_comm_;  // "self", when options.comm is null
@@ -252,8 +265,5 @@ class Trainer {
   std::string last_saved_;  // for the divergence message
   std::chrono::steady_clock::time_point last_save_time_;
 };
-
-// A digest of the training pairs (FNV-1a over every id and length): a resumed run checks it.
-uint64_t fingerprint(const std::vector<EncodedPair>& pairs);
 
 }  // namespace loom::models
