@@ -53,7 +53,7 @@ OMP_NUM_THREADS=2 "$loom" "${common[@]}" --threads 2 --accum 2 --out "$out/one" 
   { cat "$out/one.log"; exit 1; }
 for overlap in on off; do
   mkdir "$out/two-$overlap"
-  cp "$out"/one/spm.model "$out"/one/spm.source.json "$out/two-$overlap"/
+  cp -r "$out"/one/corpus "$out/two-$overlap"/
   "$mpiexec" --allow-run-as-root --oversubscribe -n 2 "$loom" "${common[@]}" --threads 1 --accum 1 \
     --overlap "$overlap" --out "$out/two-$overlap" > "$out/two-$overlap.log" 2>&1 || { cat "$out/two-$overlap.log"; exit 1; }
 done

@@ -203,4 +203,58 @@ expect 1 "average: '$dir/nan.safetensors': tensor 'w' holds nan at element 1 (a 
   "$loom" average --out "$dir/avgnan" "$dir/finite.safetensors" "$dir/nan.safetensors"
 [[ ! -e "$dir/avgnan" ]] || fail "a refused average left its --out folder"
 unchanged "the bad checkpoints and translations"
+# ---- corpus stores (loom/models/corpus_store.h) ----
+prepare=("$loom" data prepare --data "$dir" --vocab 60)
+expect 0 "" "${prepare[@]}" --out "$dir/store" --threads 2
+grep -q "^store: 200 pairs, " "$dir/stdout.txt" || { cat "$dir/stdout.txt"; fail "prepare does not report its pairs"; }
+# The same store at any thread count, and from a vocabulary sample drawn the same way.
+expect 0 "" "${prepare[@]}" --out "$dir/store1" --threads 1
+cmp -s "$dir/store/train.tokens" "$dir/store1/train.tokens" && cmp -s "$dir/store/spm.model" "$dir/store1/spm.model" ||
+  fail "a store prepared on 1 thread differs from one prepared on 2"
+expect 0 "" "$loom" data prepare --data "$dir" --vocab 40 --out "$dir/sampled" --vocab-sample 100 --threads 2
+grep -q "trained on 100 sentences (50 of 200 pairs)" "$dir/stdout.txt" || { cat "$dir/stdout.txt"; fail "no sample"; }
+expect 0 "" "$loom" data prepare --data "$dir" --vocab 40 --out "$dir/sampled1" --vocab-sample 100 --threads 1
+cmp -s "$dir/sampled/spm.model" "$dir/sampled1/spm.model" || fail "the vocabulary sample depends on the thread count"
+expect 1 "data prepare: '$dir/store' exists; prepare into a new folder" "${prepare[@]}" --out "$dir/store"
+# Cleaning: the duplicates dropped leave the pairs of the corpus without them (same ids, same fingerprint).
+unique=$(paste "$dir/train.de" "$dir/train.en" | sort -u | wc -l)
+mkdir -p "$dir/dups" "$dir/uniq"
+paste "$dir/train.de" "$dir/train.en" | awk -F'\t' '!seen[$0]++ { print $1 > "'"$dir"'/uniq/train.de"; print $2 > "'"$dir"'/uniq/train.en" }'
+cp "$dir"/train.* "$dir/dups/"
+expect 0 "" "$loom" data prepare --data "$dir/dups" --out "$dir/dups/store" --vocabulary "$dir/store/spm.model" --drop-duplicates
+grep -q "cleaning: dropped $((200 - unique)) of 200 pairs (0 with a side over --max-pieces, 0 over --max-ratio, 0 with an empty side, $((200 - unique)) duplicates)" \
+  "$dir/stdout.txt" || { cat "$dir/stdout.txt"; fail "the duplicates dropped are not counted"; }
+expect 0 "" "$loom" data prepare --data "$dir/uniq" --out "$dir/uniq/store" --vocabulary "$dir/store/spm.model"
+[[ $(grep '"fingerprint"' "$dir/dups/store/manifest.json") == $(grep '"fingerprint"' "$dir/uniq/store/manifest.json") ]] ||
+  fail "a store cleaned of duplicates differs from one prepared without them"
+# Corpora prepare refuses, naming the file; no store and no temporary is left.
+mkdir -p "$dir/bad"
+printf 'a\nb\nc\n' > "$dir/bad/train.de"; printf 'a\nb\n' > "$dir/bad/train.en"
+expect 1 "data prepare: '$dir/bad/train.de' has 3 lines but '$dir/bad/train.en' has 2: the sides are not aligned" \
+  "$loom" data prepare --data "$dir/bad" --out "$dir/bad/store" --vocabulary "$dir/store/spm.model"
+: > "$dir/bad/train.de"; : > "$dir/bad/train.en"
+expect 1 "data prepare: the train split '$dir/bad/train.de' is empty" "$loom" data prepare --data "$dir/bad" --out "$dir/bad/store"
+awk 'BEGIN { for (i = 0; i < 70000; i++) printf "Hund "; print "" }' > "$dir/bad/train.de"; echo dog > "$dir/bad/train.en"
+expect 1 "data prepare: line 1 of '$dir/bad/train.de' is 210000 pieces, more than the 65535 a store holds per side: drop such pairs with --max-pieces N" \
+  "$loom" data prepare --data "$dir/bad" --out "$dir/bad/store" --vocabulary "$dir/store/spm.model"
+[[ $(ls "$dir/bad") == $'train.de\ntrain.en' ]] || fail "a refused prepare left: $(ls "$dir/bad")"
+# A store damaged after it was written is refused when opened, before any training.
+broken() { rm -rf "$dir/broken"; cp -r "$dir/store" "$dir/broken"; }
+train_on=("$loom" train --data "$dir/broken" --preset tiny --max-steps 1)
+broken; sed -i 's/"version": 1/"version": 99/' "$dir/broken/manifest.json"
+expect 1 "'$dir/broken/manifest.json' is a corpus store of version 99; this loom reads version 1: prepare it again" \
+  "${train_on[@]}" --out "$dir/broken_run"
+broken; rm "$dir/broken/train.tokens"
+expect 1 "corpus store '$dir/broken': '$dir/broken/train.tokens' is missing (prepare the store again)" "${train_on[@]}" --out "$dir/broken_run"
+broken; truncate -s -2 "$dir/broken/train.tokens"
+expect 1 "corpus store '$dir/broken': '$dir/broken/train.tokens' is $(($(stat -c %s "$dir/store/train.tokens") - 2)) bytes, its manifest says $(stat -c %s "$dir/store/train.tokens") (truncated)" \
+  "${train_on[@]}" --out "$dir/broken_run"
+broken; printf '\x07' | dd of="$dir/broken/train.lengths" bs=1 seek=0 conv=notrunc status=none
+expect 1 "corpus store '$dir/broken': 'train.lengths' does not match its manifest" "${train_on[@]}" --out "$dir/broken_run"
+broken; printf '{"format": "loom-corpus-store", "version": 1}' > "$dir/broken/manifest.json"
+expect 1 "cannot read the corpus store's manifest '$dir/broken/manifest.json'" "${train_on[@]}" --out "$dir/broken_run"
+expect 2 "--max-pieces: Value 70000 not in range" "${prepare[@]}" --out "$dir/x" --max-pieces 70000
+expect 1 "train: --vocab 50 differs from the store '$dir/store', prepared with --vocab 60" \
+  "$loom" train --data "$dir/store" --vocab 50 --out "$dir/vocab_run"
+[[ ! -e "$dir/broken_run/spm.model" && ! -e "$dir/vocab_run/spm.model" ]] || fail "a refused store's run began"
 echo "bad_inputs: $cases cases, each with the exit code and message expected"

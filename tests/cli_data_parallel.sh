@@ -30,7 +30,7 @@ steps "$dir/one.log" > "$dir/one.txt"
 while read -r name ranks bucket_mb overlap; do
   out="$dir/$name"
   mkdir "$out"
-  cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$out"/  # the same vocabulary (reused, not retrained)
+  cp -r "$dir"/one/corpus "$out"/  # the same prepared corpus (reused, not prepared again)
   timeout 60 "${mpiexec[@]}" -n $ranks "$loom" train "${common[@]}" --out "$out" --accum $((4 / ranks)) \
     --bucket-mb $bucket_mb --overlap $overlap < /dev/null > "$out.log" 2>&1 || { cat "$out.log"; fail "$name: the run failed"; }
   grep -q "^data parallel: $ranks ranks (mpi), exact reduction, $((4 / ranks)) micro-batches per rank per update$" \
@@ -86,7 +86,7 @@ resumed_case() {  # <name> <ranks first> <ranks then> [flags for both parts]
   (($2 > 1)) && first=(timeout 60 "${mpiexec[@]}" -n "$2")
   (($3 > 1)) && then=(timeout 60 "${mpiexec[@]}" -n "$3")
   mkdir "$out"
-  cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$out"/
+  cp -r "$dir"/one/corpus "$out"/
   "${first[@]}" "$loom" train "${common[@]}" --out "$out" --accum $((4 / $2)) --reduce exact --max-steps 2 \
     "${flags[@]}" > "$out.log" 2>&1 || { cat "$out.log"; fail "$1: the first part failed"; }
   "${then[@]}" "$loom" train --resume "$out" --max-steps 0 "${flags[@]}" > "$out.resumed.log" 2>&1 ||
@@ -107,7 +107,7 @@ awk -v s="$shard" 'BEGIN { split(s, m, " "); exit !(m[1] > 0 && m[1] < m[2] / 2)
 # Checkpoints by time (--save-minutes) on 2 sharded ranks: each rank's clock, saved when
 # any says so, so the collective save never leaves a rank waiting.
 mkdir "$dir/timed"
-cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$dir/timed"/
+cp -r "$dir"/one/corpus "$dir/timed"/
 timeout 60 "${mpiexec[@]}" -n 2 "$loom" train "${common[@]}" --out "$dir/timed" --accum 2 --shard-optimizer \
   --save-minutes 0.00001 --max-steps 3 > "$dir/timed.log" 2>&1 || { cat "$dir/timed.log"; fail "--save-minutes: failed"; }
 [[ $(grep -c "validation loss .*saved" "$dir/timed.log") -ge 3 ]] ||
@@ -121,7 +121,7 @@ timeout 60 "${mpiexec[@]}" -n 2 "$loom" train --resume "$dir/ranks1-then-2" --ac
 grep -q "accum 1 on 2 rank(s) makes 2 micro-batches per update, the run makes 4 (leave --accum out: it becomes 2)" \
   "$dir/accum.log" || { cat "$dir/accum.log"; fail "--accum 1 on 2 ranks resumed: not named"; }
 mkdir "$dir/off"
-cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$dir/off"/
+cp -r "$dir"/one/corpus "$dir/off"/
 "$loom" train "${common[@]}" --out "$dir/off" --accum 4 --max-steps 1 > "$dir/off.log" 2>&1 ||
   { cat "$dir/off.log"; fail "the --reduce off run failed"; }
 rc=0
@@ -143,7 +143,7 @@ long=("${common[@]}")  # the same run, with epochs enough to be killed in
 for i in "${!long[@]}"; do [[ ${long[$i]} == --epochs ]] && long[$((i + 1))]=1000; done
 out="$dir/killed"
 mkdir "$out"
-cp "$dir"/one/spm.model "$dir"/one/spm.source.json "$out"/
+cp -r "$dir"/one/corpus "$out"/
 timeout 60 "${mpiexec[@]}" -n 2 "$loom" train "${long[@]}" --out "$out" --accum 2 --save-every 2 \
   > "$out.log" 2>&1 &
 pid=$!

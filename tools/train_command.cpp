@@ -374,9 +374,13 @@ void agree_on_corpus(dist::Communicator& comm, const models::CorpusStore& store)
               {"training sentence pairs", store.size(), {}}});
 }
 
-// --data STORE: the store's languages and vocabulary size are the run's (given ones must agree).
+// --data STORE: the store's languages and vocabulary size are the run's (given ones must
+// agree); --data DIR: its training files exist (checked before the folder is touched).
 void take_store_settings(TrainOptions& o, const CLI::App& cmd) {
-  if (!models::is_store(o.data)) return;
+  if (!models::is_store(o.data)) {
+    for (const std::string& lang : {o.src, o.tgt}) models::corpus_file(o.data, "train", lang, "train");
+    return;
+  }
   const models::CorpusStore store(o.data);
   const models::StoreManifest& m = store.manifest();
   auto take = [&](const char* flag, auto& value, const auto& stored) {
