@@ -7,7 +7,8 @@
 #     the process to its first logged step, peak RSS; one process x 2 threads, and
 #     (with mpirun) 2 ranks x 1 thread (the peak RSS of one rank);
 #   - with BEFORE=<a loom binary from before stores>: the same run from the corpus
-#     folder, as that binary did it (the whole corpus in memory).
+#     folder, as that binary did it (the whole corpus in memory), for sizes up to
+#     BEFORE_MAX pairs (default: all; 4.5M pairs took it ~17 GB).
 #   bench/corpus.sh                     29k, 1.45M and 4.5M pairs
 #   bench/corpus.sh 29000 290000        the sizes given
 # Environment: LOOM (build/tools/loom), BEFORE (unset: not measured), DATA
@@ -28,7 +29,7 @@ corpus() {
   local n=$1 out="$work/corpus-$1" copy=0
   [[ -s "$out/train.en" ]] && return
   mkdir -p "$out"
-  paste "$data/train.de" "$data/train.en" > "$out/pairs.tsv"
+  paste <(zcat -f "$data"/train.de*) <(zcat -f "$data"/train.en*) > "$out/pairs.tsv"
   : > "$out/all.tsv"
   while (($(wc -l < "$out/all.tsv") < n)); do
     shuf --random-source=<(yes "$copy") "$out/pairs.tsv" >> "$out/all.tsv"
@@ -40,40 +41,44 @@ corpus() {
   cp "$data"/val.de* "$data"/val.en* "$out/"
 }
 
-# timed <log> <command...>: runs it with each output line stamped (seconds since its start);
-# prints "<wall s> <peak RSS MiB> <s to the first 'step' line>".
+# timed <log> <command...>: runs it with each output line stamped (a progress bar's
+# redraws are lines too); prints "<wall s> <peak RSS MiB> <s to the 'model:' line, the
+# run set up> <s to the first update done (a 'step' line, or the bar at 1/N)>".
 timed() {
   local log=$1
   shift
   local start=$EPOCHREALTIME
-  /usr/bin/time -f "%e %M" -o "$log.time" "$@" 2>&1 | while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done > "$log"
-  local first
-  first=$(awk -v start="$start" '$2 == "step" { printf "%.2f", $1 - start; exit }' "$log")
-  awk -v first="${first:-nan}" '{ printf "%.1f %.0f %s\n", $1, $2 / 1024, first }' "$log.time"
+  /usr/bin/time -f "%e %M" -o "$log.time" "$@" 2>&1 | stdbuf -o0 tr '\r' '\n' |
+    while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done > "$log"
+  local setup first
+  setup=$(awk -v start="$start" '$2 == "model:" { printf "%.2f", $1 - start; exit }' "$log")
+  first=$(awk -v start="$start" '$2 == "step" || / 1\/[0-9]+ / { printf "%.2f", $1 - start; exit }' "$log")
+  awk -v setup="${setup:--}" -v first="${first:--}" '{ printf "%.1f %.0f %s %s\n", $1, $2 / 1024, setup, first }' \
+    "$log.time"
 }
 
 train=(train --preset small --max-steps 20 --log-every 1 --best-by loss --epochs 1)
-printf '%-9s %-28s %8s %9s %12s %s\n' pairs what "wall s" "RSS MiB" "first step s" rate
+printf '%-9s %-28s %8s %9s %8s %12s %s\n' pairs what "wall s" "RSS MiB" "setup s" "first step s" rate
 for n in "${sizes[@]}"; do
   corpus "$n"
   dir="$work/corpus-$n" store="$work/store-$n"
   rm -rf "$store" "$work"/run-"$n"-*
-  read -r wall rss _ < <(timed "$work/prepare-$n.log" "$loom" data prepare --data "$dir" --out "$store" --threads 2)
+  read -r wall rss _ _ < <(timed "$work/prepare-$n.log" "$loom" data prepare --data "$dir" --out "$store" --threads 2)
   tokens=$(python3 -c "import json; print(json.load(open('$store/manifest.json'))['tokens'])")
-  printf '%-9s %-28s %8s %9s %12s %s\n' "$n" "data prepare" "$wall" "$rss" - \
+  printf '%-9s %-28s %8s %9s %8s %12s %s\n' "$n" "data prepare" "$wall" "$rss" - - \
     "$(awk -v n="$n" -v t="$tokens" -v s="$wall" 'BEGIN { printf "%.0f pairs/s, %.0f tokens/s", n / s, t / s }')"
-  read -r wall rss first < <(timed "$work/run-$n-store.log" "$loom" "${train[@]}" --data "$store" --threads 2 --out "$work/run-$n-store")
-  printf '%-9s %-28s %8s %9s %12s\n' "$n" "train --data STORE" "$wall" "$rss" "$first"
+  read -r wall rss setup first < <(timed "$work/run-$n-store.log" "$loom" "${train[@]}" --data "$store" --threads 2 --out "$work/run-$n-store")
+  printf '%-9s %-28s %8s %9s %8s %12s\n' "$n" "train --data STORE" "$wall" "$rss" "$setup" "$first"
   if command -v mpirun > /dev/null; then
     # Each rank's own peak (GNU time around each), the larger one shown.
-    read -r wall _ first < <(timed "$work/run-$n-mpi.log" mpirun --allow-run-as-root -np 2 bash -c \
+    read -r wall _ setup first < <(timed "$work/run-$n-mpi.log" mpirun --allow-run-as-root -np 2 bash -c \
       '/usr/bin/time -f %M -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' "$work/run-$n-mpi.rss" \
       "$loom" "${train[@]}" --data "$store" --threads 1 --out "$work/run-$n-mpi")
-    printf '%-9s %-28s %8s %9s %12s\n' "$n" "train, 2 ranks (per rank)" "$wall" \
-      "$(($(cat "$work/run-$n-mpi.rss".* | sort -n | tail -1) / 1024))" "$first"
+    printf '%-9s %-28s %8s %9s %8s %12s\n' "$n" "train, 2 ranks (per rank)" "$wall" \
+      "$(($(cat "$work/run-$n-mpi.rss".* | sort -n | tail -1) / 1024))" "$setup" "$first"
   fi
-  if [[ -n ${BEFORE:-} ]]; then
-    read -r wall rss first < <(timed "$work/run-$n-before.log" "$BEFORE" "${train[@]}" --data "$dir" --threads 2 --out "$work/run-$n-before")
-    printf '%-9s %-28s %8s %9s %12s\n' "$n" "before: train --data DIR" "$wall" "$rss" "$first"
+  if [[ -n ${BEFORE:-} ]] && ((n <= ${BEFORE_MAX:-n})); then
+    read -r wall rss setup first < <(timed "$work/run-$n-before.log" "$BEFORE" "${train[@]}" --data "$dir" --threads 2 --out "$work/run-$n-before")
+    printf '%-9s %-28s %8s %9s %8s %12s\n' "$n" "before: train --data DIR" "$wall" "$rss" "$setup" "$first"
   fi
 done

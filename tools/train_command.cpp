@@ -508,7 +508,7 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   const std::string spm_path = o.out + "/spm.model";
   LOOM_CHECK(std::filesystem::exists(spm_path), "train: the vocabulary '{}' is missing", spm_path);
   models::Vocabulary vocab(spm_path);
-  const auto fitting = static_cast<int64_t>(models::fitting_pairs(store->lengths(), o.t.max_len).size());
+  const int64_t fitting = models::count_fitting(store->lengths(), o.t.max_len);
   fmt::print("train: {} sentence pairs ({} -> {}, store '{}'), validation {}\n", store->size(), o.src, o.tgt, store_dir,
              val.src.size());
   LOOM_CHECK(fitting > 0, "train: --max-len {} drops all {} pairs of the train split (store '{}')", o.t.max_len,

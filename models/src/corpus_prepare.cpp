@@ -211,8 +211,7 @@ void encode_pairs(const PrepareOptions& o, const Sources& files, const Vocabular
       }
       pairs_hash.add(src_ids[i], tgt_ids[i]);
       const PairLength n_pieces{static_cast<uint16_t>(s), static_cast<uint16_t>(t)};
-      lengths_hash.add_u64(n_pieces.src);
-      lengths_hash.add_u64(n_pieces.tgt);
+      lengths_hash.add({reinterpret_cast<const char*>(&n_pieces), sizeof n_pieces});  // the file's bytes
       lengths.write(&n_pieces, sizeof n_pieces);
       for (const auto* ids : {&src_ids[i], &tgt_ids[i]}) {
         if (m.id_bytes == 2) {

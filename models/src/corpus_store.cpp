@@ -111,13 +111,12 @@ CorpusStore::CorpusStore(const std::string& dir) : dir_(dir) {
   lengths_ = {reinterpret_cast<const PairLength*>(lengths_file_->bytes().data()), static_cast<size_t>(manifest_.pairs)};
   // The lengths are read whole anyway (batching sorts by them): check them, and find the blocks' offsets.
   ByteHash digest;
+  digest.add({reinterpret_cast<const char*>(lengths_file_->bytes().data()), lengths_file_->size()});
   int64_t at = 0;
   block_offsets_.reserve(static_cast<size_t>(manifest_.pairs / kBlock + 1));
   for (int64_t i = 0; i < manifest_.pairs; ++i) {
     if (i % kBlock == 0) block_offsets_.push_back(at);
     const PairLength n = lengths_[static_cast<size_t>(i)];
-    digest.add_u64(n.src);
-    digest.add_u64(n.tgt);
     at += n.src + n.tgt;
   }
   LOOM_CHECK(digest.value() == manifest_.lengths_digest && at == manifest_.tokens,

@@ -205,6 +205,10 @@ bool fits(const EncodedPair& pair, int64_t max_len) {
 }
 bool fits(PairLength pair, int64_t max_len) { return std::max<int64_t>(pair.src, pair.tgt) + 1 <= max_len; }
 
+int64_t count_fitting(std::span<const PairLength> lengths, int64_t max_len) {
+  return std::count_if(lengths.begin(), lengths.end(), [&](PairLength n) { return fits(n, max_len); });
+}
+
 std::vector<uint32_t> fitting_pairs(std::span<const PairLength> lengths, int64_t max_len) {
   std::vector<uint32_t> kept;
   for (size_t i = 0; i < lengths.size(); ++i)
@@ -267,26 +271,42 @@ void shuffle(std::vector<T>& items, Generator& gen) {
   for (size_t i = items.size() - 1; i > 0; --i) std::swap(items[i], items[static_cast<size_t>(u[i] * (i + 1))]);
 }
 
+// `order` stably sorted by (source, target) length: a counting sort by target, then
+// by source (linear in the pairs; every length is below max_len once unfitting pairs are out).
+std::vector<uint32_t> sort_by_length(std::span<const PairLength> lengths, std::vector<uint32_t> order,
+                                     int64_t max_len) {
+  std::vector<uint32_t> sorted(order.size());
+  std::vector<size_t> at(static_cast<size_t>(max_len) + 1);
+  for (auto side : {&PairLength::tgt, &PairLength::src}) {
+    std::fill(at.begin(), at.end(), 0);
+    for (uint32_t i : order) ++at[lengths[i].*side + 1];
+    for (size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
+    for (uint32_t i : order) sorted[at[lengths[i].*side]++] = i;
+    std::swap(order, sorted);
+  }
+  return order;
+}
+
 // The pairs of `order` that fit, by length (source, then target), split into groups of
-// at most max_tokens padded tokens. Pairs of equal lengths keep their order in `order`.
-std::vector<PairGroup> group_by_length(std::span<const PairLength> lengths, std::vector<uint32_t> order,
-                                       int64_t max_tokens, int64_t max_len) {
+// at most max_tokens padded tokens (plan.order left empty). Pairs of equal lengths keep
+// their order in `order`.
+BatchPlan group_by_length(std::span<const PairLength> lengths, std::vector<uint32_t> order, int64_t max_tokens,
+                          int64_t max_len) {
   std::erase_if(order, [&](uint32_t i) { return !fits(lengths[i], max_len); });
-  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return std::pair(lengths[a].src, lengths[a].tgt) < std::pair(lengths[b].src, lengths[b].tgt);
-  });
-  std::vector<PairGroup> groups;
-  int64_t longest = 0;
-  for (uint32_t i : order) {
-    const int64_t len = std::max<int64_t>(lengths[i].src, lengths[i].tgt) + 1;
-    if (groups.empty() || static_cast<int64_t>(groups.back().size() + 1) * std::max(longest, len) > max_tokens) {
-      groups.emplace_back();
-      longest = 0;
+  BatchPlan plan{.pairs = sort_by_length(lengths, std::move(order), max_len), .starts = {}, .order = {}};
+  int64_t longest = 0, in_group = 0;
+  for (size_t k = 0; k < plan.pairs.size(); ++k) {
+    const PairLength n = lengths[plan.pairs[k]];
+    const int64_t len = std::max<int64_t>(n.src, n.tgt) + 1;
+    if (plan.starts.empty() || (in_group + 1) * std::max(longest, len) > max_tokens) {
+      plan.starts.push_back(k);
+      longest = in_group = 0;
     }
-    groups.back().push_back(i);
+    ++in_group;
     longest = std::max(longest, len);
   }
-  return groups;
+  plan.starts.push_back(plan.pairs.size());
+  return plan;
 }
 
 std::vector<uint32_t> corpus_order(size_t count) {
@@ -296,20 +316,21 @@ std::vector<uint32_t> corpus_order(size_t count) {
 }
 }  // namespace
 
-std::vector<PairGroup> batch_groups(std::span<const PairLength> lengths, std::vector<uint32_t> candidates,
-                                    int64_t max_tokens, int64_t max_len, Generator& gen, Grouping grouping) {
+BatchPlan plan_batches(std::span<const PairLength> lengths, std::vector<uint32_t> candidates, int64_t max_tokens,
+                       int64_t max_len, Generator& gen, Grouping grouping) {
   LOOM_CHECK(max_tokens > max_len, "make_batches: max_tokens {} must exceed max_len {}", max_tokens, max_len);
   // Regrouped: pairs of equal lengths meet in a drawn order, so batch boundaries and
   // companions change from one call to the next.
   if (grouping == Grouping::drawn) shuffle(candidates, gen);
-  std::vector<PairGroup> groups = group_by_length(lengths, std::move(candidates), max_tokens, max_len);
-  shuffle(groups, gen);  // the batches' order (not within them)
-  return groups;
+  BatchPlan plan = group_by_length(lengths, std::move(candidates), max_tokens, max_len);
+  plan.order = corpus_order(plan.starts.size() - 1);
+  shuffle(plan.order, gen);  // the batches' order (not within them)
+  return plan;
 }
 
 int64_t count_batches(std::span<const PairLength> lengths, std::vector<uint32_t> candidates, int64_t max_tokens,
                       int64_t max_len) {
-  return static_cast<int64_t>(group_by_length(lengths, std::move(candidates), max_tokens, max_len).size());
+  return static_cast<int64_t>(group_by_length(lengths, std::move(candidates), max_tokens, max_len).starts.size() - 1);
 }
 
 Batch count_tokens(std::span<const PairLength> lengths, std::span<const uint32_t> group) {
@@ -352,9 +373,8 @@ std::vector<Batch> make_batches(const std::vector<EncodedPair>& pairs, int64_t m
                                 Generator& gen, Grouping grouping) {
   const PairsInMemory source(pairs);
   std::vector<Batch> batches;
-  for (const PairGroup& group :
-       batch_groups(source.lengths(), corpus_order(pairs.size()), max_tokens, max_len, gen, grouping))
-    batches.push_back(make_batch(source, group));
+  const BatchPlan plan = plan_batches(source.lengths(), corpus_order(pairs.size()), max_tokens, max_len, gen, grouping);
+  for (size_t b = 0; b < plan.size(); ++b) batches.push_back(make_batch(source, plan[b]));
   return batches;
 }
 

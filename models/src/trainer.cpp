@@ -90,8 +90,8 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
   LOOM_CHECK(train_ && train_->size() > 0 && !val_.empty(),
              "train: {} training and {} validation pairs; both must be non-empty", train_ ? train_->size() : 0,
              val_.size());
-  fitting_ = fitting_pairs(train_->lengths(), options_.max_len);
-  LOOM_CHECK(!fitting_.empty(), "train: --max-len {} drops all {} training pairs", options_.max_len, train_->size());
+  fitting_count_ = count_fitting(train_->lengths(), options_.max_len);
+  LOOM_CHECK(fitting_count_ > 0, "train: --max-len {} drops all {} training pairs", options_.max_len, train_->size());
   LOOM_CHECK(fs::is_directory(out_), "train: the run folder '{}' does not exist", out_);
   model_ = std::make_unique<Transformer>(config_, gen_);  // initialized on the CPU: the same weights anywhere
   model_->to(options_.device);
@@ -271,7 +271,7 @@ bool Trainer::snapshot_due(int64_t before, int64_t after, int64_t count) const {
 void Trainer::schedule_cooldown(int64_t batches_in_epoch) {
   // An epoch's updates as the fixed grouping counts them (drawn ones vary).
   const int64_t fixed_count = options_.regroup_batches
-                                  ? count_batches(train_->lengths(), fitting_, options_.max_tokens, options_.max_len)
+                                  ? count_batches(train_->lengths(), fitting(), options_.max_tokens, options_.max_len)
                                   : batches_in_epoch;
   const int64_t updates_per_epoch = (fixed_count + batches_per_update() - 1) / batches_per_update();
   const int64_t end = options_.epochs * updates_per_epoch;
@@ -331,10 +331,10 @@ void Trainer::save_interrupted(const TrainerHooks& hooks) {
                               state_path(out_), out_));
 }
 
-std::vector<Batch> Trainer::update_batches(const std::vector<PairGroup>& groups, int64_t first, int64_t n) const {
+std::vector<Batch> Trainer::update_batches(const BatchPlan& plan, int64_t first, int64_t n) const {
   std::vector<Batch> update;
   for (int64_t g = 0; g < n; ++g) {
-    const PairGroup& group = groups[static_cast<size_t>(first + g)];
+    const std::span<const uint32_t> group = plan[static_cast<size_t>(first + g)];
     const bool mine = !data_parallel() || g / options_.accum == comm_->rank();  // see accumulate_data_parallel
     update.push_back(mine ? make_batch(*train_, group) : count_tokens(train_->lengths(), group));
   }
@@ -347,15 +347,14 @@ bool Trainer::run(const TrainerHooks& hooks) {
   while (epoch_ <= options_.epochs && !limit_reached()) {
     // The epoch's batches, drawn again from the same offset on resume.
     shuffle_.set_offset(epoch_shuffle_offset_);
-    const std::vector<PairGroup> groups =
-        batch_groups(train_->lengths(), fitting_, options_.max_tokens, options_.max_len, shuffle_,
-                     options_.regroup_batches ? Grouping::drawn : Grouping::fixed);
+    const BatchPlan plan = plan_batches(train_->lengths(), fitting(), options_.max_tokens, options_.max_len, shuffle_,
+                                        options_.regroup_batches ? Grouping::drawn : Grouping::fixed);
     const uint64_t next_epoch_offset = shuffle_.offset();
-    const int64_t count = static_cast<int64_t>(groups.size());
+    const int64_t count = static_cast<int64_t>(plan.size());
     if (options_.cooldown_epochs > 0) schedule_cooldown(count);
     while (batch_in_epoch_ < count && !limit_reached()) {
       const int64_t n = std::min(batches_per_update(), count - batch_in_epoch_);
-      const StepReport r = take_step(update_batches(groups, batch_in_epoch_, n), hooks);
+      const StepReport r = take_step(update_batches(plan, batch_in_epoch_, n), hooks);
       if (hooks.step_done) hooks.step_done(r);
       save_if_due(hooks, n, count);
       if (stop_requested(hooks)) {

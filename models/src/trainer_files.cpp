@@ -150,7 +150,7 @@ void Trainer::save_state(const Moments& moments) {
                    {"last_checkpoint_step", last_checkpoint_step_},
                    {"adam_steps", moments.steps},
                    {"adam_counts", moments.counts},
-                   {"train_pairs", fitting_.size()},
+                   {"train_pairs", fitting_count_},
                    {"corpus_fingerprint", train_->fingerprint()}};
   if (has_best_) progress["best_val_loss"] = best_val_loss_;
   if (has_best_score_) progress["best_val_score"] = best_val_score_;
@@ -217,15 +217,15 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& out, std::shared_ptr
     const json p = json::parse(file.metadata.at("progress"));
     // The corpus's fingerprint (a store's, from its manifest); a state saved before
     // stores has the digest of the pairs within max_len, read once here.
-    const auto pairs = p.at("train_pairs").get<size_t>();
-    const bool same_count = pairs == t->fitting_.size();
+    const auto pairs = p.at("train_pairs").get<int64_t>();
+    const bool same_count = pairs == t->fitting_count_;
     const bool same_pairs = p.contains("corpus_fingerprint")
                                 ? p.at("corpus_fingerprint").get<uint64_t>() == t->train_->fingerprint()
-                                : p.at("train_fingerprint").get<uint64_t>() == fingerprint(*t->train_, t->fitting_);
+                                : p.at("train_fingerprint").get<uint64_t>() == fingerprint(*t->train_, t->fitting());
     LOOM_CHECK(same_count && same_pairs,
                "train: --resume '{}': the training data differs from the run's ({} pairs now, {} then{}); a resumed "
                "run needs the same corpus, vocabulary and --max-len",
-               out, t->fitting_.size(), pairs, same_count ? ", same count but other sentences" : "");
+               out, t->fitting_count_, pairs, same_count ? ", same count but other sentences" : "");
     const auto counts = p.at("adam_counts").get<std::vector<int64_t>>();
     LOOM_CHECK(counts.size() == t->params_.size(), "train: '{}' has Adam counts for {} parameters, the model has {}",
                path, counts.size(), t->params_.size());

@@ -14,7 +14,7 @@ import functools as _functools
 import numpy as _np
 
 from . import _loom
-from ._loom import nn, optim, models  # noqa: F401 (loom.nn.Linear, loom.optim.Adam, loom.models.load)
+from ._loom import nn, optim, models, data  # noqa: F401 (loom.nn.Linear, loom.optim.Adam, loom.models.load, loom.data.Store)
 from ._loom import (Error, Tensor, dtype, ops, from_numpy, from_dlpack, zeros, ones, full, arange, rand, randn,
                     manual_seed, sum, mean, amax, logsumexp, var, argmax, matmul, cat, stack, split, reshape,
                     transpose, permute, pad, triu, tril, pow, clamp, where, masked_fill, gather, index_select,

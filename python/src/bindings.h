@@ -19,6 +19,7 @@ void bind_ops(py::module_& m);       // ops.cpp: every registered op, from the r
 void bind_autograd(py::module_& m);  // autograd.cpp: grad modes, loom.grad, hooks, Python-defined ops
 void bind_study(py::module_& m);     // study.cpp: gradcheck, explain, the graph picture
 void bind_models(py::module_& m);    // models.cpp: loom.nn, loom.optim, loom.models (a trained model folder)
+void bind_data(py::module_& m);      // data.cpp: loom.data, corpus stores
 
 // A Python object that C++ may hold and drop on any thread (a hook, a Python
 // op's backward, an array whose memory a tensor borrows): dropping it takes the

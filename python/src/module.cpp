@@ -65,4 +65,5 @@ PYBIND11_MODULE(_loom, m) {
   bind_autograd(m);
   bind_study(m);
   bind_models(m);
+  bind_data(m);
 }

@@ -160,6 +160,7 @@ bool fits(const EncodedPair& pair, int64_t max_len);
 bool fits(PairLength pair, int64_t max_len);
 // The pairs that fit, in corpus order.
 std::vector<uint32_t> fitting_pairs(std::span<const PairLength> lengths, int64_t max_len);
+int64_t count_fitting(std::span<const PairLength> lengths, int64_t max_len);
 
 // How make_batches forms its groups: `fixed`, the same batches at every call (pairs
 // of equal lengths in corpus order), or `drawn` from `gen` as well (pairs of equal
@@ -180,11 +181,20 @@ int64_t count_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens,
 
 // make_batches in two halves, for corpora too large to hold as batches: which
 // pairs each batch of an epoch takes (of `candidates`, pair indices in corpus
-// order; the same draws from `gen` as make_batches), and one batch made when it is used.
-using PairGroup = std::vector<uint32_t>;
-std::vector<PairGroup> batch_groups(std::span<const PairLength> lengths, std::vector<uint32_t> candidates,
-                                    int64_t max_tokens, int64_t max_len, Generator& gen,
-                                    Grouping grouping = Grouping::fixed);
+// order; the same draws from `gen` as make_batches), and one batch made when it is
+// used. A plan is three flat arrays (a few bytes per pair), not a vector per batch.
+struct BatchPlan {
+  std::vector<uint32_t> pairs;  // by length, group after group
+  std::vector<size_t> starts;   // group g is pairs[starts[g], starts[g + 1])
+  std::vector<uint32_t> order;  // the batches' order: batch b is group order[b]
+  size_t size() const { return order.size(); }
+  std::span<const uint32_t> operator[](size_t b) const {
+    const uint32_t g = order[b];
+    return {pairs.data() + starts[g], starts[g + 1] - starts[g]};
+  }
+};
+BatchPlan plan_batches(std::span<const PairLength> lengths, std::vector<uint32_t> candidates, int64_t max_tokens,
+                       int64_t max_len, Generator& gen, Grouping grouping = Grouping::fixed);
 int64_t count_batches(std::span<const PairLength> lengths, std::vector<uint32_t> candidates, int64_t max_tokens,
                       int64_t max_len);
 Batch make_batch(const PairSource& pairs, std::span<const uint32_t> group);

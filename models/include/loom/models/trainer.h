@@ -180,7 +180,7 @@ class Trainer {
   bool finished() const { return epoch_ > options_.epochs || (options_.max_steps > 0 && step_ >= options_.max_steps); }
   const std::map<std::string, std::string>& extra_state() const { return extra_state_; }
   int64_t val_pairs() const { return static_cast<int64_t>(val_.size()); }
-  int64_t train_pairs() const { return static_cast<int64_t>(fitting_.size()); }  // those within max_len
+  int64_t train_pairs() const { return fitting_count_; }  // those within max_len
   // Bytes of Adam's moments: this rank's, and all ranks' (equal unless sharded).
   std::pair<int64_t, int64_t> optimizer_state_bytes() const;
 
@@ -217,8 +217,8 @@ class Trainer {
   // one is due after it; the state saved when stopped.
   void schedule_cooldown(int64_t batches_in_epoch);
   StepReport take_step(const std::vector<Batch>& update, const TrainerHooks& hooks);
-  // The micro-batches [first, first + n) of an epoch's `groups`: this rank's made, the others' only counted.
-  std::vector<Batch> update_batches(const std::vector<PairGroup>& groups, int64_t first, int64_t n) const;
+  // The micro-batches [first, first + n) of an epoch's `plan`: this rank's made, the others' only counted.
+  std::vector<Batch> update_batches(const BatchPlan& plan, int64_t first, int64_t n) const;
   void save_if_due(const TrainerHooks& hooks, int64_t update_size, int64_t batches_in_epoch);
   void save_interrupted(const TrainerHooks& hooks);
   void save_checkpoint(const TrainerHooks& hooks, bool epoch_end);
@@ -238,7 +238,8 @@ class Trainer {
   TransformerConfig config_;
   TrainerOptions options_;
   std::shared_ptr<const PairSource> train_;
-  std::vector<uint32_t> fitting_;  // train_'s pairs within max_len, in corpus order
+  int64_t fitting_count_ = 0;  // train_'s pairs within max_len (listed again for each epoch's plan: 4 bytes a pair)
+  std::vector<uint32_t> fitting() const { return fitting_pairs(train_->lengths(), options_.max_len); }
   std::vector<EncodedPair> val_;
   std::string out_;
   std::map<std::string, std::string> metadata_, extra_state_;
