@@ -3,17 +3,12 @@ import numpy as np
 import pytest
 
 import loom
+from conftest import write_corpus
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    data = tmp_path_factory.mktemp("corpus")
-    de = "Hund Katze Mann Frau Kind Ball Haus Baum läuft sitzt spielt rot blau groß klein".split()
-    en = "dog cat man woman child ball house tree runs sits plays red blue big small".split()
-    for split, count in [("train", 300), ("val", 20)]:
-        rows = [[(i * 7 + k * 3) % 15 for k in range(3 + i % 5)] for i in range(count)]
-        (data / f"{split}.de").write_text("".join(" ".join(de[w] for w in r) + "\n" for r in rows))
-        (data / f"{split}.en").write_text("".join(" ".join(en[w] for w in r) + "\n" for r in rows))
+    data = write_corpus(tmp_path_factory.mktemp("corpus"))
     manifest = loom.data.prepare(str(data), str(data / "store"), vocab=60)
     assert manifest["pairs"] == 300 and manifest["read"] == 300 and manifest["pieces"] == 60
     return loom.data.Store(str(data / "store"))

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import loom
+from conftest import write_corpus
 
 
 def test_linear_matches_numpy_and_names_its_parameters():
@@ -64,13 +65,7 @@ def corpus(tmp_path_factory):
     loom_binary = os.environ.get("LOOM")
     if not loom_binary:
         pytest.skip("LOOM (the loom binary) is not set; ctest sets it")
-    data = tmp_path_factory.mktemp("corpus")
-    de = "Hund Katze Mann Frau Kind Ball Haus Baum läuft sitzt spielt rot blau groß klein".split()
-    en = "dog cat man woman child ball house tree runs sits plays red blue big small".split()
-    for split, count in [("train", 300), ("val", 20)]:
-        rows = [[(i * 7 + k * 3) % 15 for k in range(3 + i % 5)] for i in range(count)]
-        (data / f"{split}.de").write_text("".join(" ".join(de[w] for w in r) + "\n" for r in rows))
-        (data / f"{split}.en").write_text("".join(" ".join(en[w] for w in r) + "\n" for r in rows))
+    data = write_corpus(tmp_path_factory.mktemp("corpus"))
 
     def train(name, *args):
         out = data / name
