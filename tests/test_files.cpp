@@ -5,10 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -31,11 +31,13 @@ struct Scratch {
   size_t count() const { return static_cast<size_t>(std::distance(fs::directory_iterator(dir), {})); }
 };
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// The pid of a process that has exited (and been reaped).
+pid_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
 }
 }  // namespace
 
@@ -46,16 +48,16 @@ TEST_CASE("an atomic file appears whole at commit, or not at all") {
   {
     AtomicFile file(path);
     file.stream() << "new, half";
-    CHECK(read_all(path) == "old\n");  // nothing shows before commit
-  }                                    // destroyed uncommitted: an error on the way
-  CHECK(read_all(path) == "old\n");
+    CHECK(read_file(path) == "old\n");  // nothing shows before commit
+  }                                     // destroyed uncommitted: an error on the way
+  CHECK(read_file(path) == "old\n");
   CHECK(scratch.count() == 1);  // and its temporary is gone
   {
     AtomicFile file(path);
     file.stream() << "new\n";
     file.commit();
   }
-  CHECK(read_all(path) == "new\n");
+  CHECK(read_file(path) == "new\n");
   CHECK(scratch.count() == 1);
   fs::create_directories(scratch / "folder");
   CHECK(error_of([&] { write_file(scratch / "folder", "x"); }) ==
@@ -64,6 +66,35 @@ TEST_CASE("an atomic file appears whole at commit, or not at all") {
           write_file(scratch / "nowhere/out.txt", "x");
         }).find("cannot write '" + (scratch / "nowhere/out.txt") + "': cannot create") == 0);
   CHECK(scratch.count() == 2);  // out.txt and folder: no temporaries
+}
+
+TEST_CASE("a whole file is read or named in the error; copies go through the atomic path") {
+  Scratch scratch;
+  write_file(scratch / "a", std::string("x\0y", 3));
+  copy_file(scratch / "a", scratch / "b");
+  CHECK(read_file(scratch / "b") == std::string("x\0y", 3));
+  CHECK(error_of([&] { read_file(scratch / "none"); }) ==
+        "cannot open '" + (scratch / "none") + "': No such file or directory");
+  CHECK(error_of([&] { copy_file(scratch / "none", scratch / "c"); }).find("cannot open") == 0);
+  CHECK(!fs::exists(scratch / "c"));
+}
+
+TEST_CASE("temporaries whose writer died are removed, files and folders; a living writer's are kept") {
+  Scratch scratch;
+  const std::string dead = std::to_string(dead_pid()), alive = std::to_string(::getpid());
+  write_file(scratch / ("run.tmp." + dead), "x");
+  fs::create_directories(scratch / ("store.tmp." + dead) + "/inside");
+  write_file(scratch / ("store.tmp." + alive), "mine");
+  write_file(scratch / ("storex.tmp." + dead), "another target's");
+  write_file(scratch / "store.tmp.12a", "not a pid");
+  CHECK(remove_dead_temporaries(scratch.dir.string(), "store") == std::vector<std::string>{"store.tmp." + dead});
+  CHECK(scratch.count() == 4);
+  std::vector<std::string> removed = remove_dead_temporaries(scratch.dir.string());
+  std::sort(removed.begin(), removed.end());
+  CHECK(removed == std::vector<std::string>{"run.tmp." + dead, "storex.tmp." + dead});
+  CHECK(fs::exists(scratch / ("store.tmp." + alive)));
+  CHECK(fs::exists(scratch / "store.tmp.12a"));
+  CHECK(remove_dead_temporaries(scratch / "no such folder").empty());
 }
 
 TEST_CASE("SIGKILL at random points while saving checkpoints: the file on disk always loads, whole") {

@@ -5,10 +5,6 @@
 // averages a run folder's kept checkpoints that were validated (its epoch ends,
 // say), without the snapshots kept between them.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <cerrno>
-#include <cstring>
 
 #include "commands.h"
 #include "loom/atomic_file.h"
@@ -32,14 +28,6 @@ struct AverageOptions {
 std::string checkpoint_path(const std::string& input) {
   std::error_code ec;
   return fs::is_directory(input, ec) ? (fs::path(input) / "model.safetensors").string() : input;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LOOM_CHECK(in.good(), "average: cannot open the vocabulary '{}': {}", path, std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // The inputs: the checkpoints named, or those of --validated RUN.

@@ -376,13 +376,12 @@ void agree_on_corpus(dist::Communicator& comm, const models::CorpusStore& store)
 
 // --data STORE: the store's languages and vocabulary size are the run's (given ones must
 // agree); --data DIR: its training files exist (checked before the folder is touched).
-void take_store_settings(TrainOptions& o, const CLI::App& cmd) {
+void settle_corpus(TrainOptions& o, const CLI::App& cmd) {
   if (!models::is_store(o.data)) {
     for (const std::string& lang : {o.src, o.tgt}) models::corpus_file(o.data, "train", lang, "train");
     return;
   }
-  const models::CorpusStore store(o.data);
-  const models::StoreManifest& m = store.manifest();
+  const models::StoreManifest m = models::read_manifest(o.data);
   auto take = [&](const char* flag, auto& value, const auto& stored) {
     LOOM_CHECK(cmd.get_option(flag)->count() == 0 || value == stored,
                "train: {} {} differs from the store '{}', prepared with {} {} (prepare another store for it)", flag,
@@ -415,7 +414,7 @@ void settle_options(TrainOptions& o, const CLI::App& cmd, dist::Communicator& co
                comm.backend_name());
     o.t.device = comm.device();
   }
-  if (o.resume.empty()) take_store_settings(o, cmd);
+  if (o.resume.empty()) settle_corpus(o, cmd);
   o.t.validate();
   make_config(o, o.vocab);  // the preset, sizes and dropouts: validated for the vocabulary asked for
 }
@@ -493,15 +492,16 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   std::optional<models::RunFolderLock> lock;
   if (main_rank) claim_folder(o, lock);
   if (comm.world_size() > 1) agree_across_ranks(comm, o);
-  std::string store_dir;
+  std::shared_ptr<const models::CorpusStore> store;
   if (main_rank) {
     models::PrepareOptions how{.data = o.data, .src = o.src, .tgt = o.tgt, .vocab = o.vocab};
     show_preparation(how);
-    store_dir = models::prepare_run_corpus(o.out, how, !o.resume.empty());
+    store = models::prepare_run_corpus(o.out, how, !o.resume.empty());
   }
   comm.barrier();  // the other ranks map the store and read the vocabulary rank 0 prepared
-  if (!main_rank) store_dir = models::is_store(o.data) ? o.data : o.out + "/corpus";
-  const auto store = std::make_shared<const models::CorpusStore>(store_dir);
+  if (!main_rank)
+    store = std::make_shared<const models::CorpusStore>(models::is_store(o.data) ? o.data : o.out + "/corpus");
+  const std::string& store_dir = store->dir();
   if (comm.world_size() > 1) agree_on_corpus(comm, *store);
   const models::Split val_split = models::read_split(store_dir, o.src, o.tgt, "val");
   const models::ParallelCorpus& val = val_split.corpus;

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <mutex>
 #include <set>
 
@@ -129,5 +131,33 @@ void write_file(const std::string& path, const std::string& contents) {
   file.stream() << contents;
   file.commit();
 }
+
+std::vector<std::string> remove_dead_temporaries(const std::string& folder, const std::string& target) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t mark = name.rfind(".tmp.");
+    if (mark == std::string::npos || mark == 0) continue;
+    if (!target.empty() && (mark != target.size() || name.compare(0, mark, target) != 0)) continue;
+    const std::string digits = name.substr(mark + 5);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    const bool writer_alive = pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM;
+    if (!writer_alive && fs::remove_all(entry.path(), ec) > 0) removed.push_back(name);
+  }
+  return removed;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  LOOM_CHECK(in.good(), "cannot open '{}': {}", path, std::strerror(errno));
+  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  LOOM_CHECK(!in.bad(), "cannot read '{}': {}", path, std::strerror(errno));
+  return bytes;
+}
+
+void copy_file(const std::string& from, const std::string& to) { write_file(to, read_file(from)); }
 
 }  // namespace loom

@@ -2,17 +2,13 @@
 // encode -> store, streaming the corpus twice (a sample for SentencePiece, then
 // every pair in chunks), so memory is the sample's plus a chunk's at any size.
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <random>
-#include <regex>
-#include <signal.h>
 #include <unordered_set>
 
 #include "loom/atomic_file.h"
@@ -237,23 +233,6 @@ void encode_pairs(const PrepareOptions& o, const Sources& files, const Vocabular
   m.lengths_digest = lengths_hash.value();
 }
 
-// <out>.tmp.<pid> folders whose writer died.
-void remove_dead_temporaries(const std::string& out) {
-  const fs::path target(out);
-  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  const std::regex temporary(
-      std::regex_replace(target.filename().string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
-      R"(\.tmp\.(\d+))");
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(parent, ec)) {
-    std::smatch match;
-    const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, match, temporary)) continue;
-    const long pid = std::stol(match[1]);
-    if (pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) fs::remove_all(entry, ec);
-  }
-}
-
 void copy_into(const std::string& from, const std::string& folder) {
   fs::copy_file(from, fs::path(folder) / fs::path(from).filename(), fs::copy_options::overwrite_existing);
 }
@@ -263,8 +242,7 @@ void copy_into(const std::string& from, const std::string& folder) {
 bool store_matches(const std::string& dir, const PrepareOptions& options) {
   if (!is_store(dir)) return false;
   try {
-    const CorpusStore store(dir);
-    return store.manifest().arguments == arguments_of(options, train_files(options));
+    return read_manifest(dir).arguments == arguments_of(options, train_files(options));
   } catch (const Error&) {
     return false;  // a damaged store is prepared again
   }
@@ -284,7 +262,9 @@ StoreManifest prepare_store(const PrepareOptions& o) {
     if (o.message) o.message(line);
   };
   if (!fs::path(o.out).parent_path().empty()) fs::create_directories(fs::path(o.out).parent_path());
-  remove_dead_temporaries(o.out);
+  const fs::path target(o.out);  // <out>.tmp.<pid> folders whose writer died
+  remove_dead_temporaries(target.parent_path().empty() ? "." : target.parent_path().string(),
+                          target.filename().string());
   const std::string folder = temporary_path(o.out);
   fs::create_directories(folder);
   try {
@@ -338,7 +318,7 @@ StoreManifest prepare_store(const PrepareOptions& o) {
   }
 }
 
-std::string prepare_run_corpus(const std::string& out, PrepareOptions how, bool resuming) {
+std::shared_ptr<const CorpusStore> prepare_run_corpus(const std::string& out, PrepareOptions how, bool resuming) {
   auto say = [&](const std::string& line) {
     if (how.message) how.message(line);
   };
@@ -362,17 +342,14 @@ std::string prepare_run_corpus(const std::string& out, PrepareOptions how, bool 
       prepare_store(how);
     }
   }
+  auto opened = std::make_shared<const CorpusStore>(store);  // checked before the run names its vocabulary
   if (!resuming) {
-    const CorpusStore opened(store);  // checked before the run names it
     for (const char* name : {"spm.model", "spm.vocab"}) {
       const fs::path from = fs::path(store) / name;
-      if (!fs::exists(from)) continue;
-      std::ifstream in(from, std::ios::binary);
-      write_file((fs::path(out) / name).string(),
-                 std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+      if (fs::exists(from)) copy_file(from.string(), (fs::path(out) / name).string());
     }
   }
-  return store;
+  return opened;
 }
 
 }  // namespace loom::models

@@ -6,8 +6,8 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
+#include "loom/atomic_file.h"
 #include "loom/error.h"
 
 namespace loom::models {
@@ -79,22 +79,17 @@ StoreManifest StoreManifest::from_json(const std::string& text, const std::strin
 
 bool is_store(const std::string& dir) { return fs::is_regular_file(fs::path(dir) / "manifest.json"); }
 
-namespace {
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LOOM_CHECK(in.good(), "cannot open '{}': {}", path, std::strerror(errno));
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-}  // namespace
-
-CorpusStore::CorpusStore(const std::string& dir) : dir_(dir) {
+StoreManifest read_manifest(const std::string& dir) {
   const std::string manifest_path = dir + "/manifest.json";
   LOOM_CHECK(fs::is_directory(dir), "corpus store '{}': no such folder", dir);
   LOOM_CHECK(fs::exists(manifest_path),
              "'{}' is not a corpus store: it has no manifest.json (make one with `loom data prepare`; a store "
              "being written is named <store>.tmp.<pid> until it is whole)",
              dir);
-  manifest_ = StoreManifest::from_json(read_text(manifest_path), manifest_path);
+  return StoreManifest::from_json(read_file(manifest_path), manifest_path);
+}
+
+CorpusStore::CorpusStore(const std::string& dir) : dir_(dir), manifest_(read_manifest(dir)) {
   auto map = [&](const char* name, int64_t expected_bytes) {
     const std::string path = dir + "/" + name;
     LOOM_CHECK(fs::exists(path), "corpus store '{}': '{}' is missing (prepare the store again)", dir, path);

@@ -1,7 +1,6 @@
 #include "loom/models/run_folder.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "loom/atomic_file.h"
 #include "loom/error.h"
 #include "loom/nn.h"
 
@@ -97,21 +97,10 @@ std::vector<std::string> run_files(const std::string& folder) {
 }
 
 std::vector<std::string> remove_stale_temporaries(const std::string& folder) {
-  static const std::regex temporary(R"(.+\.tmp\.(\d+))");
   std::vector<std::string> removed;
-  for (const char* sub : {"", "best", "average"}) {
-    std::error_code ec;
-    const fs::path dir = fs::path(folder) / sub;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      std::smatch m;
-      const std::string name = entry.path().filename().string();
-      if (!std::regex_match(name, m, temporary)) continue;
-      const long pid = std::stol(m[1]);
-      const bool writer_alive = pid == ::getpid() || (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-      if (writer_alive) continue;
-      if (fs::remove_all(entry.path(), ec) > 0) removed.push_back((fs::path(sub) / name).string());
-    }
-  }
+  for (const char* sub : {"", "best", "average"})
+    for (const std::string& name : remove_dead_temporaries((fs::path(folder) / sub).string()))
+      removed.push_back((fs::path(sub) / name).string());
   return removed;
 }
 

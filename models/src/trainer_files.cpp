@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "loom/atomic_file.h"
 #include "loom/error.h"
@@ -27,14 +26,6 @@ constexpr const char* kStateVersion = "1";
 int64_t kept_count(const TrainerOptions& o) { return std::max(o.keep_last, o.average_last); }
 
 std::string kept_name(int64_t step) { return fmt::format("step-{:08d}.safetensors", step); }
-
-// A copy of `from` at `to` through the atomic path (the vocabulary beside best/ and average/).
-void copy_file_atomic(const fs::path& from, const fs::path& to) {
-  std::ifstream in(from, std::ios::binary);
-  LOOM_CHECK(in.good(), "train: cannot read '{}' to copy it to '{}'", from.string(), to.string());
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  write_file(to.string(), bytes);
-}
 
 void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
   const Moments moments = optimizer_moments();  // a collective when sharded: every rank, before rank 0 writes
@@ -66,7 +57,7 @@ void Trainer::save_checkpoint(const TrainerHooks& hooks, bool epoch_end) {
     fs::create_directories(best);
     nn::save(*model_, (best / "model.safetensors").string(), meta);
     if (metadata_.count("vocabulary") && !fs::exists(best / metadata_.at("vocabulary")))
-      copy_file_atomic(fs::path(out_) / metadata_.at("vocabulary"), best / metadata_.at("vocabulary"));
+      copy_file((fs::path(out_) / metadata_.at("vocabulary")).string(), (best / metadata_.at("vocabulary")).string());
     best_val_loss_ = e.val_loss;
     has_best_ = e.best = true;
     if (e.val_score) {
@@ -122,7 +113,7 @@ void Trainer::write_average(const TrainerHooks& hooks) {
   fs::create_directories(dir);
   nn::average_checkpoints(paths, (dir / "model.safetensors").string());
   if (metadata_.count("vocabulary"))
-    copy_file_atomic(fs::path(out_) / metadata_.at("vocabulary"), dir / metadata_.at("vocabulary"));
+    copy_file((fs::path(out_) / metadata_.at("vocabulary")).string(), (dir / metadata_.at("vocabulary")).string());
   if (hooks.message)
     hooks.message(fmt::format("averaged the last {} checkpoints (steps {} to {}) -> {}", k, kept[kept.size() - k].first,
                               kept.back().first, (dir / "model.safetensors").string()));

@@ -14,7 +14,5 @@ namespace loom::models {
 int64_t kept_count(const TrainerOptions& o);
 // "step-00001234.safetensors"
 std::string kept_name(int64_t step);
-// A copy of `from` at `to` through the atomic path (the vocabulary beside best/ and average/).
-void copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to);
 
 }  // namespace loom::models

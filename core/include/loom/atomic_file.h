@@ -6,6 +6,7 @@
 // truncated file is never mistaken for a good one.
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -48,7 +49,20 @@ class AtomicFile {
 // so that no temporary outlives its writer. Called from a thread, not a handler.
 void remove_live_temporaries();
 
+// Removes the temporaries in `folder` (files or folders named `<name>.tmp.<pid>`)
+// whose writer is no longer alive, and returns their names; only those of
+// `<target>` when `target` is given. Call with whatever lock keeps a second
+// writer of the same names out.
+std::vector<std::string> remove_dead_temporaries(const std::string& folder, const std::string& target = "");
+
 // The whole of `contents` to `path`, atomically.
 void write_file(const std::string& path, const std::string& contents);
+
+// The whole of the file at `path` (bytes as they are); loom::Error names the file
+// when it cannot be opened or read.
+std::string read_file(const std::string& path);
+
+// A copy of `from` at `to`, through write_file (a vocabulary beside a checkpoint).
+void copy_file(const std::string& from, const std::string& to);
 
 }  // namespace loom

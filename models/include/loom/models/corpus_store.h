@@ -63,16 +63,23 @@ StoreManifest prepare_store(const PrepareOptions& options);
 // Whether `dir` holds a store's manifest (a corpus folder does not).
 bool is_store(const std::string& dir);
 
+// The manifest of the store at `dir`, alone (its files are not opened): for checks
+// that need only its languages, sizes or arguments.
+StoreManifest read_manifest(const std::string& dir);
+
 // Whether the store at `dir` was prepared from `options`' corpus (the same files,
 // sizes and times) with the same arguments: a run folder's store is reused then.
 bool store_matches(const std::string& dir, const PrepareOptions& options);
+
+class CorpusStore;
 
 // The store a run in `out` trains from (called by one process: rank 0): `how.data`
 // itself when it is a store; else <out>/corpus, prepared from the corpus folder
 // `how.data` (a new run reuses one prepared with the same arguments; a resumed run
 // uses the one it has, or, for a run folder from before stores, prepares one with
-// the run's <out>/spm.model). A new run's <out>/spm.model is the store's vocabulary.
-std::string prepare_run_corpus(const std::string& out, PrepareOptions how, bool resuming);
+// the run's <out>/spm.model), opened. A new run's <out>/spm.model is the store's
+// vocabulary, copied once the store has opened whole.
+std::shared_ptr<const CorpusStore> prepare_run_corpus(const std::string& out, PrepareOptions how, bool resuming);
 
 // A store, mapped read-only. Opening reads the manifest and the lengths (checked
 // against the manifest: sizes and digest), not the tokens.
