@@ -203,7 +203,6 @@ std::vector<EncodedPair> keep_fitting(std::vector<EncodedPair> pairs, const Spli
 bool fits(const EncodedPair& pair, int64_t max_len) {
   return static_cast<int64_t>(std::max(pair.src.size(), pair.tgt.size())) + 1 <= max_len;
 }
-bool fits(PairLength pair, int64_t max_len) { return std::max<int64_t>(pair.src, pair.tgt) + 1 <= max_len; }
 
 int64_t count_fitting(std::span<const PairLength> lengths, int64_t max_len) {
   return std::count_if(lengths.begin(), lengths.end(), [&](PairLength n) { return fits(n, max_len); });
@@ -271,20 +270,32 @@ void shuffle(std::vector<T>& items, Generator& gen) {
   for (size_t i = items.size() - 1; i > 0; --i) std::swap(items[i], items[static_cast<size_t>(u[i] * (i + 1))]);
 }
 
-// `order` stably sorted by (source, target) length: a counting sort by target, then
-// by source (linear in the pairs; every length is below max_len once unfitting pairs are out).
-std::vector<uint32_t> sort_by_length(std::span<const PairLength> lengths, std::vector<uint32_t> order,
-                                     int64_t max_len) {
-  std::vector<uint32_t> sorted(order.size());
+// A pair and its lengths, carried together through the sort so that no pass after
+// the first reads `lengths` out of order (at millions of pairs, cache misses were
+// most of an epoch's plan).
+struct SortedPair {
+  uint32_t pair;
+  PairLength length;
+};
+
+// The pairs of `order` that fit, stably sorted by (source, target) length: a counting
+// sort by target, then by source (linear in the pairs; every side is below max_len).
+std::vector<SortedPair> sort_by_length(std::span<const PairLength> lengths, const std::vector<uint32_t>& order,
+                                       int64_t max_len) {
+  std::vector<SortedPair> items, sorted;
+  items.reserve(order.size());
+  for (uint32_t i : order)
+    if (fits(lengths[i], max_len)) items.push_back({i, lengths[i]});
+  sorted.resize(items.size());
   std::vector<size_t> at(static_cast<size_t>(max_len) + 1);
   for (auto side : {&PairLength::tgt, &PairLength::src}) {
     std::fill(at.begin(), at.end(), 0);
-    for (uint32_t i : order) ++at[lengths[i].*side + 1];
+    for (const SortedPair& p : items) ++at[p.length.*side + 1];
     for (size_t k = 1; k < at.size(); ++k) at[k] += at[k - 1];
-    for (uint32_t i : order) sorted[at[lengths[i].*side]++] = i;
-    std::swap(order, sorted);
+    for (const SortedPair& p : items) sorted[at[p.length.*side]++] = p;
+    std::swap(items, sorted);
   }
-  return order;
+  return items;
 }
 
 // The pairs of `order` that fit, by length (source, then target), split into groups of
@@ -292,12 +303,13 @@ std::vector<uint32_t> sort_by_length(std::span<const PairLength> lengths, std::v
 // their order in `order`.
 BatchPlan group_by_length(std::span<const PairLength> lengths, std::vector<uint32_t> order, int64_t max_tokens,
                           int64_t max_len) {
-  std::erase_if(order, [&](uint32_t i) { return !fits(lengths[i], max_len); });
-  BatchPlan plan{.pairs = sort_by_length(lengths, std::move(order), max_len), .starts = {}, .order = {}};
+  const std::vector<SortedPair> sorted = sort_by_length(lengths, order, max_len);
+  BatchPlan plan{.pairs = std::move(order), .starts = {}, .order = {}};  // its buffer reused
+  plan.pairs.resize(sorted.size());
   int64_t longest = 0, in_group = 0;
-  for (size_t k = 0; k < plan.pairs.size(); ++k) {
-    const PairLength n = lengths[plan.pairs[k]];
-    const int64_t len = std::max<int64_t>(n.src, n.tgt) + 1;
+  for (size_t k = 0; k < sorted.size(); ++k) {
+    plan.pairs[k] = sorted[k].pair;
+    const int64_t len = std::max<int64_t>(sorted[k].length.src, sorted[k].length.tgt) + 1;
     if (plan.starts.empty() || (in_group + 1) * std::max(longest, len) > max_tokens) {
       plan.starts.push_back(k);
       longest = in_group = 0;

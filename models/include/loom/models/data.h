@@ -3,6 +3,7 @@
 // gzip-compressed text, one sentence per line), a SentencePiece subword
 // vocabulary, and batches of similar-length sentence pairs under a token budget
 // (the paper: ~25000 source and target tokens per batch).
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -157,7 +158,7 @@ std::vector<EncodedPair> keep_fitting(std::vector<EncodedPair> pairs, const Spli
 
 // Whether both sides fit in max_len positions (pieces + eos or bos): the pairs make_batches keeps.
 bool fits(const EncodedPair& pair, int64_t max_len);
-bool fits(PairLength pair, int64_t max_len);
+inline bool fits(PairLength pair, int64_t max_len) { return std::max<int64_t>(pair.src, pair.tgt) + 1 <= max_len; }
 // The pairs that fit, in corpus order.
 std::vector<uint32_t> fitting_pairs(std::span<const PairLength> lengths, int64_t max_len);
 int64_t count_fitting(std::span<const PairLength> lengths, int64_t max_len);
