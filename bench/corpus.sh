@@ -52,7 +52,8 @@ timed() {
   local log=$1
   shift
   local start=$EPOCHREALTIME
-  /usr/bin/time -f "%e %M" -o "$log.time" "$@" 2>&1 | stdbuf -o0 tr '\r' '\n' |
+  # (mpirun gives the ranks a terminal: the bar's escape codes are taken out.)
+  /usr/bin/time -f "%e %M" -o "$log.time" "$@" 2>&1 | stdbuf -o0 tr '\r' '\n' | stdbuf -o0 sed 's/\x1b\[[0-9;]*[A-Za-z]//g' |
     while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done > "$log"
   local setup first outside
   setup=$(awk -v start="$start" '$2 == "model:" { printf "%.2f", $1 - start; exit }' "$log")
