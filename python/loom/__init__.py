@@ -98,7 +98,7 @@ def tensor(data, dtype=None, requires_grad=False):
     if array.dtype not in _NUMPY_DTYPES:
         raise TypeError(f"loom.tensor: data of NumPy dtype {array.dtype} has no loom dtype "
                         "(float32, float64, int32, int64, bool)")
-    t = from_numpy(_np.ascontiguousarray(array))
+    t = from_numpy(_np.require(array, requirements="C"))  # ascontiguousarray would make a 0-d array 1-d
     if dtype is not None and t.dtype != dtype:
         t = t.to(dtype)
     return t.requires_grad_(requires_grad)

@@ -26,11 +26,51 @@ TensorOptions options_of(const py::object& dtype, const std::string& device) {
   return {dtype_or(dtype, DType::f32), parse_device(device)};
 }
 
+// A factory's size as PyTorch takes it: loom.zeros(2, 3) or loom.zeros([2, 3]) (or a torch.Size).
+Shape size_of(const py::args& size, const char* factory) {
+  if (size.size() == 0)  // as torch: zeros() is an error, zeros([]) a 0-d tensor
+    throw py::type_error(std::string("loom.") + factory + ": a size is required ([] for a 0-d tensor)");
+  if (size.size() == 1 && !PyIndex_Check(size[0].ptr())) {
+    try {
+      return size[0].cast<Shape>();
+    } catch (const py::cast_error&) {
+      throw py::type_error(std::string("loom.") + factory + ": size must be ints or a sequence of ints, got " +
+                           type_name(size[0]));
+    }
+  }
+  Shape shape;
+  for (const auto& n : size) {
+    if (!PyIndex_Check(n.ptr()))
+      throw py::type_error(std::string("loom.") + factory + ": size must be ints or a sequence of ints, got " +
+                           type_name(n));
+    shape.push_back(py::reinterpret_steal<py::object>(PyNumber_Index(n.ptr())).cast<int64_t>());
+  }
+  return shape;
+}
+
+// loom.zeros / loom.ones: filled with a value.
+template <Tensor (*fill)(const Shape&, TensorOptions)>
+void bind_filled(py::module_& m, const char* name) {
+  m.def(
+      name,
+      [name](const py::args& size, const py::object& dtype, const std::string& device) {
+        const Shape shape = size_of(size, name);
+        const TensorOptions options = options_of(dtype, device);
+        return released([&] { return fill(shape, options); });
+      },
+      py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
+}
+
 // loom.rand / loom.randn: drawn from the default generator (loom.manual_seed).
 template <Tensor (*draw)(const Shape&, TensorOptions, Generator&, double, double)>
-Tensor random_tensor(const Shape& shape, const py::object& dtype, bool requires_grad) {
-  Tensor t = draw(shape, {dtype_or(dtype, DType::f32)}, default_generator(), 0, 1);
-  return t.requires_grad_(requires_grad);
+void bind_random(py::module_& m, const char* name) {
+  m.def(
+      name,
+      [name](const py::args& size, const py::object& dtype, bool requires_grad) {
+        Tensor t = draw(size_of(size, name), {dtype_or(dtype, DType::f32)}, default_generator(), 0, 1);
+        return t.requires_grad_(requires_grad);
+      },
+      py::kw_only(), py::arg("dtype") = py::none(), py::arg("requires_grad") = false);
 }
 
 void bind_registry(py::module_ ops) {
@@ -62,20 +102,8 @@ void bind_ops(py::module_& m) {
   bind_registry(m.def_submodule("ops", "every registered op, called with tensors only (loom.explain shows each)"));
 
   // Factories
-  m.def(
-      "zeros",
-      [](const Shape& shape, const py::object& dtype, const std::string& device) {
-        const TensorOptions options = options_of(dtype, device);
-        return released([&] { return zeros(shape, options); });
-      },
-      py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
-  m.def(
-      "ones",
-      [](const Shape& shape, const py::object& dtype, const std::string& device) {
-        const TensorOptions options = options_of(dtype, device);
-        return released([&] { return ones(shape, options); });
-      },
-      py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = "cpu");
+  bind_filled<zeros>(m, "zeros");
+  bind_filled<ones>(m, "ones");
   m.def(
       "full",
       [](const Shape& shape, double value, const py::object& dtype, const std::string& device) {
@@ -86,10 +114,8 @@ void bind_ops(py::module_& m) {
   m.def(
       "arange", [](int64_t end, const py::object& dtype) { return arange(end, {dtype_or(dtype, DType::i64)}); },
       py::arg("end"), py::kw_only(), py::arg("dtype") = py::none());
-  m.def("randn", &random_tensor<randn>, py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(),
-        py::arg("requires_grad") = false);
-  m.def("rand", &random_tensor<rand>, py::arg("shape"), py::kw_only(), py::arg("dtype") = py::none(),
-        py::arg("requires_grad") = false);
+  bind_random<randn>(m, "randn");
+  bind_random<rand>(m, "rand");
   m.def("manual_seed", &manual_seed, py::arg("seed"));
 
   // Reductions

@@ -1,4 +1,5 @@
 // loom.Tensor: the C++ Tensor handle, with PyTorch's names for what it does.
+#include <fmt/format.h>
 #include <pybind11/functional.h>
 #include <pybind11/operators.h>
 #include <pybind11/stl.h>
@@ -27,24 +28,37 @@ py::object scalar_of(const Tensor& t) {
 // x[i], x[a:b:s], x[None], x[...], and tuples of them, as views (PyTorch's basic indexing).
 Tensor index(const Tensor& x, const py::object& key) {
   py::tuple items = py::isinstance<py::tuple>(key) ? py::reinterpret_borrow<py::tuple>(key) : py::make_tuple(key);
-  int64_t consumed = 0;  // dims of x the key names
-  for (auto item : items)
-    if (!item.is_none() && !py::isinstance<py::ellipsis>(item)) ++consumed;
-  LOOM_CHECK(consumed <= x.dim(), "index: {} indices for a tensor of {} dims", consumed, x.dim());
+  int64_t consumed = 0, ellipses = 0;  // dims of x the key names; how many ...
+  for (auto item : items) {
+    if (py::isinstance<py::ellipsis>(item))
+      ++ellipses;
+    else if (!item.is_none())
+      ++consumed;
+  }
+  // IndexError, as in PyTorch: list(t) and unpacking stop on it.
+  if (ellipses > 1) throw py::index_error("an index can only have a single ellipsis ('...')");
+  if (consumed > x.dim()) throw py::index_error(fmt::format("too many indices for tensor of dimension {}", x.dim()));
   Tensor out = x;
-  int64_t d = 0;  // the dim of `out` the next item applies to
+  int64_t d = 0, named = 0;  // the dim of `out` the next item applies to; the dim of `x` it names
   for (auto item : items) {
     if (item.is_none()) {
       out = out.unsqueeze(d++);
     } else if (py::isinstance<py::ellipsis>(item)) {
       d += x.dim() - consumed;
+      named += x.dim() - consumed;
     } else if (py::isinstance<py::slice>(item)) {
       Py_ssize_t start = 0, stop = 0, step = 0, length = 0;
       if (!item.cast<py::slice>().compute(out.size(d), &start, &stop, &step, &length)) throw py::error_already_set();
       LOOM_CHECK(step > 0, "index: a slice step must be positive, got {}", step);
       out = out.slice(d++, start, start + length * step, step);
-    } else if (py::isinstance<py::int_>(item)) {
-      out = out.select(d, item.cast<int64_t>());
+      ++named;
+    } else if (!py::isinstance<Tensor>(item) && PyIndex_Check(item.ptr())) {  // int, bool, NumPy integers
+      const auto i = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr())).cast<int64_t>();
+      const int64_t size = out.size(d);
+      if (i < -size || i >= size)
+        throw py::index_error(fmt::format("index {} is out of bounds for dimension {} with size {}", i, named, size));
+      out = out.select(d, i);
+      ++named;
     } else {
       throw py::type_error("index: expected an int, a slice, None or ..., got " + type_name(item));
     }
@@ -119,8 +133,15 @@ void bind_tensor(py::module_& m) {
       .def("numel", &Tensor::numel)
       .def("__len__",
            [](const Tensor& t) {
-             LOOM_CHECK(t.dim() > 0, "len() of a 0-d tensor");
+             if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
              return t.size(0);
+           })
+      .def("__iter__",
+           [](const Tensor& t) {  // the rows along dim 0, as PyTorch's (a, b = t unpacks them)
+             if (t.dim() == 0) throw py::type_error("iteration over a 0-d tensor");
+             py::list rows;
+             for (int64_t i = 0; i < t.size(0); ++i) rows.append(py::cast(t.select(0, i)));
+             return py::iter(rows);
            })
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); })

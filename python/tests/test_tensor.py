@@ -23,6 +23,54 @@ def test_tensor_from_lists_takes_pytorch_dtypes():
     assert t.sum().item() == 21.0
 
 
+def test_a_number_makes_a_0d_tensor_as_in_pytorch():
+    for value in (3.14, 7, True):
+        assert loom.tensor(value).shape == torch.tensor(value).shape == ()
+    x = loom.tensor(3.0, dtype=loom.float64, requires_grad=True)
+    y = x * x + 2 * x
+    y.backward()
+    assert y.shape == () and x.grad.shape == () and x.grad.item() == 8.0
+    (g,) = loom.grad(x * x, [x], grad_outputs=loom.tensor(3.0, dtype=loom.float64))
+    assert g.shape == () and g.item() == 18.0
+
+
+def test_indexing_errors_and_iteration_as_in_pytorch():
+    rows = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0], [1.0, 1.0, 1.0]]
+    t, reference = loom.tensor(rows), torch.tensor(rows)
+    for key in [(1, 3), (5,), (-5,), (0, 0, 0)]:
+        with pytest.raises(IndexError) as ours:
+            t[key]
+        with pytest.raises(IndexError) as theirs:
+            reference[key]
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(IndexError, match="a single ellipsis"):  # as NumPy and torch 2 (Debian's 1.13 accepts it)
+        t[..., ...]
+    assert t[np.int64(2)].tolist() == reference[np.int64(2)].tolist()  # NumPy integers index too
+    assert t[-1, np.int32(0)].item() == 1.0
+    a, b, c, d = t  # unpacking and list() iterate over dim 0
+    assert b.tolist() == rows[1] and [r.tolist() for r in t] == rows
+    scalar = loom.tensor(1.5)
+    with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):
+        len(scalar)
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        iter(scalar)
+
+
+def test_factories_take_sizes_as_pytorch_does():
+    for factory in ("zeros", "ones", "rand", "randn"):
+        ours, theirs = getattr(loom, factory), getattr(torch, factory)
+        for size in [(2, 3), ([2, 3],), ((4,),), (torch.Size([2, 2]),), ([],), (np.int64(3), 2)]:
+            assert ours(*size).shape == tuple(theirs(*size).shape), (factory, size)
+        with pytest.raises(TypeError, match="a size is required"):
+            ours()
+        with pytest.raises(TypeError, match=f"loom.{factory}: size must be ints or a sequence of ints, got float"):
+            ours(2.5)
+        with pytest.raises(TypeError, match="got str"):
+            ours(2, "3")
+    assert loom.zeros(2, dtype=loom.float64).dtype == loom.float64
+    assert loom.randn(2, 2, requires_grad=True).requires_grad
+
+
 def test_forward_values_match_numpy(rng):
     a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
     x, y = loom.tensor(a), loom.tensor(b)
