@@ -5,6 +5,7 @@ loom.no_grad(), loom.grad); memory is shared with NumPy and PyTorch, never copie
 (.numpy(), loom.from_numpy, DLPack); ops written in Python (loom.Function) join the
 graph and are checked by the same gradcheck as the C++ registry.
 """
+import collections as _collections
 import contextlib as _contextlib
 import os as _os
 import re as _re
@@ -16,7 +17,7 @@ import numpy as _np
 from . import _loom
 from ._loom import nn, optim, models, data  # noqa: F401 (loom.nn.Linear, loom.optim.Adam, loom.models.load, loom.data.Store)
 from ._loom import (Error, Tensor, dtype, ops, from_numpy, from_dlpack, zeros, ones, full, arange, rand, randn,
-                    manual_seed, sum, mean, amax, logsumexp, var, argmax, matmul, cat, stack, split, reshape,
+                    manual_seed, sum, mean, amax, logsumexp, var, argmax, matmul, cat, stack, split, chunk, reshape,
                     transpose, permute, pad, triu, tril, pow, clamp, where, masked_fill, gather, index_select,
                     embedding, softmax, log_softmax, layer_norm, dropout, cross_entropy,
                     scaled_dot_product_attention, is_grad_enabled, set_grad_enabled, is_anomaly_enabled,
@@ -65,13 +66,45 @@ def _naming_arguments(function):
 
 
 for _name in ("zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "sum", "mean", "amax", "logsumexp",
-              "var", "argmax", "matmul", "cat", "stack", "split", "reshape", "transpose", "permute", "pad", "triu",
+              "var", "argmax", "matmul", "cat", "stack", "split", "chunk", "reshape", "transpose", "permute", "pad", "triu",
               "tril", "pow", "clamp", "where", "masked_fill", "gather", "index_select", "embedding", "softmax",
               "log_softmax", "layer_norm", "dropout", "cross_entropy", "scaled_dot_product_attention"):
     globals()[_name] = _naming_arguments(globals()[_name])
 
 float32, float64, int32, int64, bfloat16 = dtype.float32, dtype.float64, dtype.int32, dtype.int64, dtype.bfloat16
 bool = dtype.bool  # noqa: A001 (loom.bool, as torch.bool)
+
+# torch.max and torch.min: over everything, (values, indices) along a dim, or elementwise
+# against another tensor. Along a dim the gradient goes to the index found (gather's),
+# over everything it is shared among equal maxima (amax's), as in PyTorch.
+_ValuesIndices = _collections.namedtuple("values_indices", ["values", "indices"])
+
+
+def _extreme(largest):
+    def reduce(input, dim=None, keepdim=False):
+        if isinstance(dim, Tensor):
+            return (_loom.ops.maximum if largest else _loom.ops.minimum)(input, dim)
+        signed = input if largest else -input
+        if dim is None:
+            return amax(signed) if largest else -amax(signed)
+        indices = argmax(signed, dim, keepdim)
+        values = gather(input, dim, indices if keepdim else indices.unsqueeze(dim))
+        return _ValuesIndices(values if keepdim else values.squeeze(dim), indices)
+    reduce.__name__ = "max" if largest else "min"
+    reduce.__doc__ = f"""{reduce.__name__}(input), {reduce.__name__}(input, dim, keepdim=False) -> (values, indices),
+    or {reduce.__name__}(input, other): as torch.{reduce.__name__}."""
+    return reduce
+
+
+max, min = _extreme(True), _extreme(False)  # noqa: A001 (loom.max, as torch.max)
+
+
+def argmin(input, dim=None, keepdim=False):
+    """The index of the smallest value (the first of equal ones), as torch.argmin."""
+    return argmax(-input, dim, keepdim)
+
+
+clip = clamp
 
 # Every registered op reaches the top level by its registered call, unless bound
 # above with its attributes (sum's dim, softmax's dim...).
@@ -267,3 +300,36 @@ def trace_gradients():
     """`with loom.trace_gradients() as trace:` records the gradient norm along every edge of
     the backward passes inside, for loom.graph(loss, trace)."""
     return GradientTrace()
+
+
+# Tensor methods PyTorch code calls: each the function of the same name, the tensor first.
+def _as_method(function):
+    @_functools.wraps(function)
+    def method(self, *args, **kwargs):
+        return function(self, *args, **kwargs)
+    return method
+
+
+for _name in ("matmul", "triu", "tril", "clamp", "clip", "masked_fill", "gather", "index_select", "split", "chunk",
+              "argmax", "argmin", "max", "min", "rsqrt", "sign"):
+    if not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _as_method(globals()[_name]))
+Tensor.add, Tensor.sub, Tensor.mul, Tensor.div = Tensor.__add__, Tensor.__sub__, Tensor.__mul__, Tensor.__truediv__
+Tensor.neg = Tensor.__neg__
+
+
+def _flatten(self, start_dim=0, end_dim=-1):
+    """The dims start_dim..end_dim made one, as torch.Tensor.flatten."""
+    if self.ndim == 0:
+        return self.reshape([1])
+    start, end = start_dim % self.ndim, end_dim % self.ndim
+    if start > end:
+        raise IndexError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    shape = list(self.shape)
+    merged = 1
+    for n in shape[start:end + 1]:
+        merged *= n
+    return self.reshape(shape[:start] + [merged] + shape[end + 1:])
+
+
+Tensor.flatten = _flatten

@@ -3,7 +3,14 @@
 // module loads: an op added in C++ reaches Python with no binding written for
 // it. The ops that take attributes (dims, eps, p...) are bound below by hand,
 // with PyTorch's argument names; loom/__init__.py puts both at the top level.
+#include <fmt/format.h>
 #include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <utility>
 
 #include "bindings.h"
 #include "loom/ops.h"
@@ -73,6 +80,21 @@ void bind_random(py::module_& m, const char* name) {
       py::kw_only(), py::arg("dtype") = py::none(), py::arg("requires_grad") = false);
 }
 
+// How many tensors an op's default call reads, from its samples (those that use the
+// default call; all of them if none does): the fewest and the most (they differ for cat).
+std::pair<size_t, size_t> default_arity(const OpInfo& op) {
+  size_t fewest = SIZE_MAX, most = 0;
+  for (bool own_call_too : {false, true}) {
+    for (const Sample& sample : op.samples) {
+      if (sample.call && !own_call_too) continue;
+      fewest = std::min(fewest, sample.inputs.size());
+      most = std::max(most, sample.inputs.size());
+    }
+    if (most > 0) break;
+  }
+  return {fewest == SIZE_MAX ? 0 : fewest, most};
+}
+
 void bind_registry(py::module_ ops) {
   py::list names;
   for (const OpInfo& op : registered_ops()) {
@@ -80,7 +102,12 @@ void bind_registry(py::module_ ops) {
     const std::string doc = op.formula + "\n\nderivative: " + op.derivative + "\nshape: " + op.shape_rule;
     ops.def(
         op.name.c_str(),
-        [call = op.call, name = op.name](const py::args& args) {
+        [call = op.call, name = op.name, arity = default_arity(op)](const py::args& args) {
+          const auto [fewest, most] = arity;  // a call with too few tensors would read past them
+          if (args.size() < fewest || (fewest == most && args.size() != most))
+            throw py::type_error(fmt::format("loom.ops.{}: takes {}{} tensor{}, got {} argument{}", name,
+                                             fewest == most ? "" : "at least ", fewest, fewest == 1 ? "" : "s",
+                                             args.size(), args.size() == 1 ? "" : "s"));
           OpArgs inputs;
           for (const auto& a : args) {
             if (!py::isinstance<Tensor>(a))
@@ -155,8 +182,13 @@ void bind_ops(py::module_& m) {
       },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false, py::arg("correction") = 1);
   m.def(
-      "argmax", [](const Tensor& x, int64_t dim, bool keepdim) { return argmax(x, dim, keepdim); }, py::arg("input"),
-      py::arg("dim"), py::arg("keepdim") = false, Release());
+      "argmax",
+      [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+        if (dim) return argmax(x, *dim, keepdim);
+        const Tensor flat = argmax(reshape(x, {-1}), 0);  // torch: the index into the flattened tensor
+        return keepdim ? reshape(flat, Shape(static_cast<size_t>(x.dim()), 1)) : flat;
+      },
+      py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false, Release());
 
   // Products, shapes, joins
   m.def(
@@ -171,6 +203,9 @@ void bind_ops(py::module_& m) {
   m.def(
       "split", [](const Tensor& x, int64_t size, int64_t dim) { return split(x, size, dim); }, py::arg("tensor"),
       py::arg("split_size"), py::arg("dim") = 0, Release());
+  m.def(
+      "chunk", [](const Tensor& x, int64_t chunks, int64_t dim) { return chunk(x, chunks, dim); }, py::arg("input"),
+      py::arg("chunks"), py::arg("dim") = 0, Release());
   m.def(
       "reshape", [](const Tensor& x, const Shape& shape) { return reshape(x, shape); }, py::arg("input"),
       py::arg("shape"), Release());
@@ -195,8 +230,13 @@ void bind_ops(py::module_& m) {
       "pow", [](const Tensor& x, double exponent) { return pow(x, exponent); }, py::arg("input"), py::arg("exponent"),
       Release());
   m.def(
-      "clamp", [](const Tensor& x, double min, double max) { return clamp(x, min, max); }, py::arg("input"),
-      py::arg("min"), py::arg("max"), Release());
+      "clamp",
+      [](const Tensor& x, std::optional<double> min, std::optional<double> max) {
+        LOOM_CHECK(min || max, "clamp: at least one of 'min' or 'max' must not be None");  // as torch
+        const double inf = std::numeric_limits<double>::infinity();
+        return clamp(x, min.value_or(-inf), max.value_or(inf));
+      },
+      py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none(), Release());
   m.def(
       "where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); }, py::arg("condition"),
       py::arg("input"), py::arg("other"), Release());

@@ -71,6 +71,57 @@ def test_factories_take_sizes_as_pytorch_does():
     assert loom.randn(2, 2, requires_grad=True).requires_grad
 
 
+def test_max_min_argmax_clamp_chunk_flatten_as_in_pytorch():
+    a = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 7.0]])  # a tie in row 1
+    for reduce in ("max", "min"):
+        x, t = both(a)
+        ours, theirs = getattr(loom, reduce), getattr(torch, reduce)
+        assert ours(x).shape == () and ours(x).item() == theirs(t).item()
+        for dim, keepdim in [(1, False), (0, True), (-1, False)]:
+            (v, i), (tv, ti) = ours(x, dim, keepdim=keepdim), theirs(t, dim, keepdim=keepdim)
+            assert v.shape == tuple(tv.shape) and v.tolist() == tv.tolist() and i.tolist() == ti.tolist()
+        v, tv = getattr(x, reduce)(dim=1).values, getattr(t, reduce)(dim=1).values
+        v.sum().backward()
+        tv.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())  # to the index found
+        x, t = both(a)
+        ours(x).backward()
+        theirs(t).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())  # shared among equal extremes
+        other = np.full((2, 3), 4.0)
+        assert ours(x, loom.tensor(other)).tolist() == theirs(t, torch.tensor(other)).tolist()
+    x, t = both(a)
+    for dim in (None, 0, 1):
+        assert x.argmax(dim).tolist() == t.argmax(dim).tolist() and x.argmin(dim).tolist() == t.argmin(dim).tolist()
+    assert loom.argmax(x, keepdim=True).shape == tuple(torch.argmax(t, keepdim=True).shape)
+    for bounds in [{"max": 3.0}, {"min": 2.0}, {"min": 1.0, "max": 6.0}]:
+        x, t = both(a)
+        x.clamp(**bounds).sum().backward()
+        t.clamp(**bounds).sum().backward()
+        assert x.clip(**bounds).tolist() == t.clip(**bounds).tolist()
+        np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+    with pytest.raises(loom.Error, match="at least one of 'min' or 'max'"):
+        x.clamp()
+    for chunks, dim in [(2, 1), (3, 0), (4, -1)]:
+        assert [c.tolist() for c in x.chunk(chunks, dim)] == [c.tolist() for c in t.chunk(chunks, dim)]
+    for start, end in [(0, -1), (1, -1), (0, 1)]:
+        z = np.zeros((2, 3, 4))
+        assert loom.tensor(z).flatten(start, end).shape == tuple(torch.tensor(z).flatten(start, end).shape)
+    assert x.add(1).mul(2).sub(x).div(4).neg().tolist() == t.add(1).mul(2).sub(t).div(4).neg().tolist()
+    assert x.matmul(x.transpose(0, 1)).tolist() == t.matmul(t.transpose(0, 1)).tolist()
+    assert x.triu(1).tolist() == t.triu(1).tolist() and x.tril().tolist() == t.tril().tolist()
+
+
+def test_registry_calls_check_their_tensor_count():
+    x = loom.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 7.0]])
+    with pytest.raises(TypeError, match="loom.ops.add: takes 2 tensors, got 1 argument"):
+        loom.ops.add(x)
+    with pytest.raises(TypeError, match="loom.ops.exp: takes 1 tensor, got 2 arguments"):
+        loom.ops.exp(x, x)
+    with pytest.raises(IndexError):  # its fixed sample call wants a third piece: an error, not a crash
+        loom.ops.chunk(x)
+
+
 def test_forward_values_match_numpy(rng):
     a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
     x, y = loom.tensor(a), loom.tensor(b)
