@@ -11,6 +11,7 @@ import os as _os
 import re as _re
 import sys as _sys
 import functools as _functools
+import math as _math
 
 import numpy as _np
 
@@ -322,14 +323,15 @@ def _flatten(self, start_dim=0, end_dim=-1):
     """The dims start_dim..end_dim made one, as torch.Tensor.flatten."""
     if self.ndim == 0:
         return self.reshape([1])
+    for d in (start_dim, end_dim):  # as torch: out of range is an error, not wrapped around
+        if not -self.ndim <= d < self.ndim:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-self.ndim}, {self.ndim - 1}], "
+                             f"but got {d})")
     start, end = start_dim % self.ndim, end_dim % self.ndim
     if start > end:
-        raise IndexError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = list(self.shape)
-    merged = 1
-    for n in shape[start:end + 1]:
-        merged *= n
-    return self.reshape(shape[:start] + [merged] + shape[end + 1:])
+    return self.reshape(shape[:start] + [_math.prod(shape[start:end + 1])] + shape[end + 1:])
 
 
 Tensor.flatten = _flatten

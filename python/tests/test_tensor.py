@@ -107,6 +107,12 @@ def test_max_min_argmax_clamp_chunk_flatten_as_in_pytorch():
     for start, end in [(0, -1), (1, -1), (0, 1)]:
         z = np.zeros((2, 3, 4))
         assert loom.tensor(z).flatten(start, end).shape == tuple(torch.tensor(z).flatten(start, end).shape)
+    for start, end, error in [(5, -1, IndexError), (0, -4, IndexError), (2, 1, RuntimeError)]:
+        with pytest.raises(error) as ours:
+            loom.zeros(2, 3, 4).flatten(start, end)
+        with pytest.raises(error) as theirs:
+            torch.zeros(2, 3, 4).flatten(start, end)
+        assert str(ours.value) == str(theirs.value)
     assert x.add(1).mul(2).sub(x).div(4).neg().tolist() == t.add(1).mul(2).sub(t).div(4).neg().tolist()
     assert x.matmul(x.transpose(0, 1)).tolist() == t.matmul(t.transpose(0, 1)).tolist()
     assert x.triu(1).tolist() == t.triu(1).tolist() and x.tril().tolist() == t.tril().tolist()
