@@ -6,6 +6,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "loom/ops.h"
 #include "helpers.h"
@@ -420,4 +421,17 @@ TEST_CASE("a tensor written in place after the forward pass used it: backward re
   v.set_grad(Tensor());
   sum(mul(v, v)).backward();
   CHECK(values(v.grad()) == std::vector<double>{6, 8});
+}
+
+TEST_CASE("backward on several threads into one leaf: every accumulation kept, one accumulator") {
+  // Each thread builds its own graph over the shared leaf (gradient_edge makes its
+  // AccumulateGrad once, under the leaf's lock) and adds into .grad (read-add-write locked).
+  Tensor x = leaf({1, 2});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([x] {
+      for (int i = 0; i < 200; ++i) (x * 1.0).sum().backward();
+    });
+  for (auto& thread : threads) thread.join();
+  CHECK(values(x.grad()) == std::vector<double>{1600, 1600});
 }

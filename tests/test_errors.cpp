@@ -43,9 +43,9 @@ TEST_CASE("sizes whose product overflows 64 bits are errors, not small buffers")
   CHECK_ERROR(zeros({0, big, big}), "more elements than a 64-bit count holds");
 }
 
-TEST_CASE("dtypes never mix silently") {
-  CHECK_ERROR(zeros({2}, {f32}) + zeros({2}, {f64}),
-              "add: operands have different dtypes (float32 of shape [2] and float64 of shape [2])");
+TEST_CASE("dtypes mix only where PyTorch promotes them (arithmetic, comparisons, where)") {
+  CHECK((zeros({2}, {f32}) + zeros({2}, {f64})).dtype() == f64);
+  CHECK_ERROR(matmul(zeros({2, 2}, {f32}), zeros({2, 2}, {f64})), "matmul: ");
   CHECK_ERROR(matmul(zeros({2, 2}, {i64}), zeros({2, 2}, {i64})), "matmul: expected float32 or float64, got int64");
   CHECK_ERROR(exp(zeros({2}, {i32})), "exp: expected a floating dtype (float32 or float64), got int32");
   CHECK_ERROR(zeros({2}, {i64}).requires_grad_(), "requires_grad_: only floating tensors can require gradients");

@@ -10,6 +10,8 @@
 
 using namespace loom;
 
+#define CHECK_ERROR(expr, text) CHECK_THROWS_WITH_AS(expr, doctest::Contains(text), Error)
+
 TEST_CASE("creation: shape, strides, dtype, device, numel") {
   Tensor t = zeros({2, 3, 4}, {f64});
   CHECK(t.shape() == Shape{2, 3, 4});
@@ -69,6 +71,55 @@ TEST_CASE("bfloat16: round to nearest even, NaN and infinity kept, printing, no 
   }
   CHECK(message.find("no kernel for") != std::string::npos);
   CHECK(message.find("bfloat16") != std::string::npos);
+}
+
+TEST_CASE("type promotion as PyTorch's: the higher kind wins, a 0-d operand gives way within its kind") {
+  CHECK(promote_types(i64, f32) == f32);
+  CHECK(promote_types(b8, i32) == i32);
+  CHECK(promote_types(bf16, f32) == f32);
+  CHECK(promote_types(i32, i64) == i64);
+  CHECK(promote_types(f32, f64) == f64);
+  Tensor ints = from_vector<int64_t>({1, 2}, {2}, {i64});
+  CHECK((ints + scalar_tensor(0.5, {f32})).to_vector<float>() == std::vector<float>{1.5f, 2.5f});
+  CHECK((ints + scalar_tensor(0.5, {f64})).dtype() == f64);                     // a higher kind: its dtype
+  CHECK((tensor({1.0, 2.0}, f32) * scalar_tensor(3.0, {f64})).dtype() == f32);  // the same kind: gives way
+  CHECK((tensor({1.0, 2.0}, f32) * tensor({3.0, 4.0}, f64)).dtype() == f64);
+  CHECK((tensor({1.5, 2.5}, f32) * to_dtype(tensor({1.0, 0.0}, f64), b8)).to_vector<float>() ==
+        std::vector<float>{1.5f, 0.0f});
+  CHECK(lt(ints, scalar_tensor(1.5, {f32})).to_vector<bool>() == std::vector<bool>{true, false});
+  CHECK(maximum(ints, tensor({1.5, 1.5}, f64)).to_vector<double>() == std::vector<double>{1.5, 2.0});
+}
+
+TEST_CASE("division is true division: integers divide as float32, by zero too, and never trap") {
+  Tensor a = from_vector<int64_t>({7, -7, 0, std::numeric_limits<int64_t>::min()}, {4}, {i64});
+  Tensor b = from_vector<int64_t>({2, 0, 0, -1}, {4}, {i64});
+  Tensor q = div(a, b);
+  CHECK(q.dtype() == f32);
+  std::vector<float> v = q.to_vector<float>();
+  CHECK(v[0] == 3.5f);
+  CHECK((std::isinf(v[1]) && v[1] < 0));
+  CHECK(std::isnan(v[2]));
+  CHECK(v[3] == 0x1p63f);
+  CHECK(div(from_vector<int32_t>({7}, {1}, {i32}), from_vector<int32_t>({0}, {1}, {i32})).item<float>() ==
+        std::numeric_limits<float>::infinity());
+}
+
+TEST_CASE("a 0-d tensor reduces over dim 0 or -1 (its one element), as PyTorch; other dims are errors") {
+  Tensor x = scalar_tensor(1.5, {f64});
+  for (int64_t dim : {0, -1}) {
+    CHECK(sum(x, dim).item<double>() == 1.5);
+    CHECK(sum(x, dim, true).dim() == 0);
+    CHECK(mean(x, dim).item<double>() == 1.5);
+    CHECK(amax(x, dim).item<double>() == 1.5);
+    CHECK(logsumexp(x, Shape{dim}).item<double>() == 1.5);
+    CHECK(squeeze(x, dim).dim() == 0);
+    CHECK(argmax(x, dim).item<int64_t>() == 0);
+    CHECK(max(x, dim).values.item<double>() == 1.5);
+  }
+  CHECK(std::isnan(var(x, 0).item<double>()));  // one element, correction 1: 0 / 0, as PyTorch
+  CHECK_ERROR(sum(x, 1), "sum: dim 1 is out of range for a 0-d tensor (0 and -1 name its element)");
+  CHECK_ERROR(x.size(0), "size: dim 0 is out of range for a 0-d tensor (it has no dims)");
+  CHECK_ERROR(transpose(x, 0, 0), "transpose: dim 0 is out of range for a 0-d tensor");
 }
 
 TEST_CASE("arithmetic on integers stays integer; int64 sums exactly") {

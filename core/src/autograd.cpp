@@ -170,8 +170,9 @@ AccumulateGrad::AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf_impl) : l
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   auto impl = leaf.lock();
   if (!impl) return {};
-  Tensor leaf_tensor(impl);
-  Tensor existing = leaf_tensor.grad();
+  // The read-add-write of .grad is one step: backward may run on several threads into one leaf.
+  std::lock_guard lock(impl->grad_mutex.mutex);
+  Tensor existing = impl->grad ? Tensor(impl->grad) : Tensor();
   if (!existing.defined()) {
     // .grad gets dense memory of its own, since an optimizer updates it in place:
     // the incoming gradient is stolen only when nothing else can see it
@@ -235,6 +236,7 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!t.requires_grad()) return nullptr;
   if (t.grad_fn()) return t.grad_fn();
   auto& impl = t.impl();
+  std::lock_guard lock(impl.grad_mutex.mutex);  // one accumulator per leaf, whichever thread records first
   if (auto existing = impl.grad_accumulator.lock()) return existing;
   auto acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
   acc->sequence = g_sequence++;

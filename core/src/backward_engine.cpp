@@ -103,8 +103,10 @@ struct Engine {
       if (auto* acc = dynamic_cast<AccumulateGrad*>(node)) {
         if (auto impl = acc->leaf.lock()) grad = run_hooks(impl->hooks, grad);
       }
-      if (auto retained = node->retained_output.lock())
+      if (auto retained = node->retained_output.lock()) {
+        std::lock_guard lock(retained->grad_mutex.mutex);
         retained->grad = create_graph ? grad.impl_ptr() : grad.detach().impl_ptr();
+      }
       auto target = targets.find(node);
       if (target != targets.end()) captured[target->second] = grad;
       if (node->is_accumulator()) {

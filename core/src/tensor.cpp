@@ -35,10 +35,16 @@ int64_t shape_numel(const Shape& shape) {
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op) {
+  LOOM_CHECK(ndim > 0, "{}: dim {} is out of range for a 0-d tensor (it has no dims)", op, dim);
   int64_t wrapped = dim < 0 ? dim + ndim : dim;
-  LOOM_CHECK(wrapped >= 0 && wrapped < std::max<int64_t>(ndim, 1) && (ndim > 0 || wrapped == 0),
-             "{}: dim {} is out of range for a tensor with {} dims", op, dim, ndim);
+  LOOM_CHECK(wrapped >= 0 && wrapped < ndim, "{}: dim {} is out of range for a tensor with {} dims", op, dim, ndim);
   return wrapped;
+}
+
+std::optional<int64_t> wrap_dim_or_scalar(int64_t dim, int64_t ndim, std::string_view op) {
+  if (ndim > 0) return wrap_dim(dim, ndim, op);
+  LOOM_CHECK(dim == 0 || dim == -1, "{}: dim {} is out of range for a 0-d tensor (0 and -1 name its element)", op, dim);
+  return std::nullopt;
 }
 
 int64_t strided_offset(int64_t linear, const Shape& sizes, const Shape& strides) {
@@ -146,12 +152,16 @@ void Tensor::undefined_tensor_error() {
       where);
 }
 
-Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
+Tensor Tensor::grad() const {
+  std::lock_guard lock(impl().grad_mutex.mutex);
+  return impl().grad ? Tensor(impl().grad) : Tensor();
+}
 
 void Tensor::set_grad(const Tensor& g) const {
   if (g.defined())
     LOOM_CHECK(g.shape() == shape() && g.dtype() == dtype(), "set_grad: gradient {} {} does not match tensor {} {}",
                g.shape(), dtype_name(g.dtype()), shape(), dtype_name(dtype()));
+  std::lock_guard lock(impl().grad_mutex.mutex);
   impl().grad = g.impl_ptr();
 }
 

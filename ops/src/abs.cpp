@@ -9,10 +9,12 @@ Tensor abs(const Tensor& x, Where where) {
   return record("abs", {x}, out, [x](BackwardContext&, const Tensor& g) -> detail::Grads { return {mul(g, sign(x))}; });
 }
 
-// sign(x) in {-1, 0, 1}: piecewise constant, so its gradient is zero everywhere it exists.
+// sign(x) in {-1, 0, 1}: piecewise constant, so its gradient is zero everywhere it exists
+// (recorded as such, as PyTorch's: a loss through sign still has a gradient, of zeros).
 Tensor sign(const Tensor& x, Where where) {
   CallSite site(where);
-  return detail::unary_op("sign", x, detail::DTypes::numeric);
+  Tensor out = detail::unary_op("sign", x, detail::DTypes::numeric);
+  return record("sign", {x}, out, [](BackwardContext&, const Tensor& g) -> detail::Grads { return {zeros_like(g)}; });
 }
 
 LOOM_OP(abs){

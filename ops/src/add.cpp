@@ -4,6 +4,7 @@
 namespace loom {
 
 Tensor add(const Tensor& a, const Tensor& b, Where where) {
+  if (a.dtype() != b.dtype()) return detail::call_promoted(add, a, b, detail::result_type(a, b), where);
   CallSite site(where);
   Tensor out = detail::binary_op("add", a, b, detail::DTypes::numeric);
   return record("add", {a, b}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads {

@@ -11,8 +11,8 @@ namespace loom {
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim, Where where) {
   CallSite site(where);
   detail::check_dtype("argmax", x, detail::DTypes::numeric);
-  Shape dims = {wrap_dim(dim, x.dim(), "argmax")};
-  if (x.dim() == 0) dims.clear();  // a 0-d tensor: its one element is at index 0
+  Shape dims;  // none on a 0-d tensor: its one element is at index 0
+  if (std::optional<int64_t> d = wrap_dim_or_scalar(dim, x.dim(), "argmax")) dims = {*d};
   for (int64_t d : dims)
     LOOM_CHECK(x.shape()[d] > 0, "argmax: cannot reduce over dim {} of size 0 (shape {})", d, x.shape());
   Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), dims, keepdim), {DType::i64, x.device()});
@@ -22,10 +22,11 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim, Where where) {
 
 MaxResult max(const Tensor& x, int64_t dim, bool keepdim, Where where) {
   CallSite site(where);
-  int64_t d = wrap_dim(dim, x.dim(), "max");
-  Tensor indices = argmax(x, d, true);
-  Tensor values = x.dim() == 0 ? x : gather(x, d, indices);
-  if (!keepdim && x.dim() > 0) return {squeeze(values, d), squeeze(indices, d)};
+  std::optional<int64_t> d = wrap_dim_or_scalar(dim, x.dim(), "max");
+  if (!d) return {x, argmax(x, dim, keepdim)};  // a 0-d tensor is its own maximum, at index 0
+  Tensor indices = argmax(x, *d, true);
+  Tensor values = gather(x, *d, indices);
+  if (!keepdim) return {squeeze(values, *d), squeeze(indices, *d)};
   return {values, indices};
 }
 

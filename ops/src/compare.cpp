@@ -8,7 +8,9 @@ namespace loom {
 namespace {
 Tensor compare(std::string_view op, const Tensor& a, const Tensor& b, Where where) {
   CallSite site(where);
-  return detail::compare_op(op, a, b);
+  if (a.dtype() == b.dtype()) return detail::compare_op(op, a, b);
+  const DType common = detail::result_type(a, b);  // as PyTorch: an int64 tensor against 0.5 compares as floats
+  return detail::compare_op(op, to_dtype(a, common), to_dtype(b, common));
 }
 }  // namespace
 

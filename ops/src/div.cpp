@@ -1,9 +1,13 @@
-// div(a, b) = a / b, broadcasting.      da = g / b,  db = -g * a / b^2 = -g * out / b
+// div(a, b) = a / b, broadcasting; true division (int / int is float32).      da = g / b,  db = -g * a / b^2 = -g * out / b
 #include "elementwise.h"
 
 namespace loom {
 
 Tensor div(const Tensor& a, const Tensor& b, Where where) {
+  // True division, as PyTorch's: integers and bools divide as the default float dtype.
+  const DType result = detail::result_type(a, b);
+  const DType quotient = is_floating(result) ? result : DType::f32;
+  if (a.dtype() != quotient || b.dtype() != quotient) return detail::call_promoted(div, a, b, quotient, where);
   CallSite site(where);
   Tensor out = detail::binary_op("div", a, b, detail::DTypes::numeric);
   return record(

@@ -6,6 +6,8 @@
 //   dx = layer_norm_backward(x, w, g) = r * P(a)
 //   [dw; db] = layer_norm_param_grads(x, g) = [sum over rows of g * xh; sum over rows of g]
 // The forward also saves each row's (mean, rstd) for the backward. CPU kernels: ops/cpu/layer_norm.cpp.
+#include <cmath>
+
 #include "layer_norm.h"
 
 namespace loom {
@@ -13,6 +15,7 @@ namespace loom {
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Where where) {
   CallSite site(where);
   detail::check_layer_norm_args("layer_norm", x, weight, bias);
+  LOOM_CHECK(eps >= 0 && std::isfinite(eps), "layer_norm: eps must be a finite number >= 0, got {}", eps);
   Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
   // Each row's (mean, rstd), saved so the backward need not recompute them.
   const int64_t rows = x.numel() / std::max<int64_t>(x.shape().back(), 1);

@@ -9,6 +9,7 @@
 namespace loom {
 
 Tensor maximum(const Tensor& a, const Tensor& b, Where where) {
+  if (a.dtype() != b.dtype()) return detail::call_promoted(maximum, a, b, detail::result_type(a, b), where);
   CallSite site(where);
   Tensor out = detail::binary_op("maximum", a, b, detail::DTypes::numeric);
   return record("maximum", {a, b}, out, [a, b](BackwardContext& c, const Tensor& g) -> detail::Grads {

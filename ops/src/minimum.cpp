@@ -9,6 +9,7 @@
 namespace loom {
 
 Tensor minimum(const Tensor& a, const Tensor& b, Where where) {
+  if (a.dtype() != b.dtype()) return detail::call_promoted(minimum, a, b, detail::result_type(a, b), where);
   CallSite site(where);
   Tensor out = detail::binary_op("minimum", a, b, detail::DTypes::numeric);
   return record("minimum", {a, b}, out, [a, b](BackwardContext& c, const Tensor& g) -> detail::Grads {

@@ -4,6 +4,7 @@
 namespace loom {
 
 Tensor mul(const Tensor& a, const Tensor& b, Where where) {
+  if (a.dtype() != b.dtype()) return detail::call_promoted(mul, a, b, detail::result_type(a, b), where);
   CallSite site(where);
   Tensor out = detail::binary_op("mul", a, b, detail::DTypes::numeric);
   return record("mul", {a, b}, out, [a, b](BackwardContext& c, const Tensor& g) -> detail::Grads {

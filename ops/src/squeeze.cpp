@@ -6,10 +6,10 @@ namespace loom {
 
 Tensor squeeze(const Tensor& x, int64_t dim, Where where) {
   CallSite site(where);
-  int64_t d = wrap_dim(dim, x.dim(), "squeeze");
-  if (x.shape()[d] != 1) return x;  // as in PyTorch: squeezing a non-1 dim is a no-op
+  std::optional<int64_t> d = wrap_dim_or_scalar(dim, x.dim(), "squeeze");
+  if (!d || x.shape()[*d] != 1) return x;  // as in PyTorch: squeezing a non-1 dim (or a 0-d tensor) is a no-op
   Shape shape = x.shape();
-  shape.erase(shape.begin() + d);
+  shape.erase(shape.begin() + *d);
   return view(x, shape);
 }
 

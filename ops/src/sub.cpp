@@ -4,6 +4,7 @@
 namespace loom {
 
 Tensor sub(const Tensor& a, const Tensor& b, Where where) {
+  if (a.dtype() != b.dtype()) return detail::call_promoted(sub, a, b, detail::result_type(a, b), where);
   CallSite site(where);
   Tensor out = detail::binary_op("sub", a, b, detail::DTypes::numeric);
   return record("sub", {a, b}, out, [](BackwardContext& c, const Tensor& g) -> detail::Grads {

@@ -7,6 +7,10 @@ namespace loom {
 
 // (The parameter `where` is the caller's line; calls to this op inside are qualified.)
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Where where) {
+  if (a.dtype() != b.dtype()) {  // as PyTorch: the operands promoted to one dtype
+    const DType common = detail::result_type(a, b);
+    return loom::where(cond, to_dtype(a, common), to_dtype(b, common), where);
+  }
   CallSite site(where);
   constexpr std::string_view op = "where";
   LOOM_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got {} (compare with eq/lt/... to get one)",

@@ -16,6 +16,16 @@ void check_dtype(std::string_view op, const Tensor& t, DTypes allowed) {
   }
 }
 
+DType result_type(const Tensor& a, const Tensor& b) {
+  if (dtype_kind(a.dtype()) == dtype_kind(b.dtype()) && (a.dim() == 0) != (b.dim() == 0))
+    return a.dim() == 0 ? b.dtype() : a.dtype();
+  return promote_types(a.dtype(), b.dtype());
+}
+
+Tensor call_promoted(BinaryFn op, const Tensor& a, const Tensor& b, DType dtype, Where where) {
+  return op(to_dtype(a, dtype), to_dtype(b, dtype), where);
+}
+
 Tensor unary_op(std::string_view op, const Tensor& x, DTypes allowed, kernels::Scalars scalars) {
   check_dtype(op, x, allowed);
   Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});

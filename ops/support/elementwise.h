@@ -41,6 +41,15 @@ inline void check_same_kind(std::string_view op, const Tensor& a, const Tensor& 
              dtype_name(a.dtype()), a.shape(), dtype_name(b.dtype()), b.shape());
 }
 
+// PyTorch's result dtype for a binary op on a and b: the higher kind (bool < integer <
+// floating) wins; within one kind the wider dtype, where a 0-d operand (a Python
+// number) gives way to a dimensioned one, so x_f32 * 0-d f64 stays float32.
+DType result_type(const Tensor& a, const Tensor& b);
+// op(a, b) with both cast to `dtype` by to_dtype, so each gradient comes back in its
+// operand's dtype. The arithmetic ops start with it when their operands' dtypes differ.
+using BinaryFn = Tensor (*)(const Tensor&, const Tensor&, Where);
+Tensor call_promoted(BinaryFn op, const Tensor& a, const Tensor& b, DType dtype, Where where);
+
 // A 0-d tensor holding `value` with t's dtype and device (for scalars in backward formulas).
 inline Tensor constant_like(const Tensor& t, double value) { return scalar_tensor(value, {t.dtype(), t.device()}); }
 

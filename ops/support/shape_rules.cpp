@@ -29,6 +29,10 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape) {
 
 Shape normalize_dims(const Shape& dims, int64_t ndim, std::string_view op) {
   Shape out;
+  if (ndim == 0) {  // a 0-d tensor: 0 and -1 name its one element, and there is no dim to reduce over
+    for (int64_t d : dims) wrap_dim_or_scalar(d, ndim, op);
+    return out;
+  }
   if (dims.empty()) {
     for (int64_t d = 0; d < ndim; ++d) out.push_back(d);
     return out;

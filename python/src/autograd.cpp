@@ -1,31 +1,61 @@
 // Grad modes, loom.grad, and ops written in Python (loom.Function): the forward
 // runs in Python, and its backward is a node of loom's graph like any C++ op's.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
 #include "bindings.h"
 #include "loom/autograd.h"
+#include "loom/ops.h"
 
 namespace loom::python {
 
 namespace {
 
-// The gradients a Python backward returned, one per input: a Tensor or None.
-std::vector<Tensor> gradients_from(const py::object& result, size_t inputs, const std::string& name) {
+// Whether `from` broadcasts to `to` (as an input broadcast by its op's forward).
+bool expands_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 1; i <= from.size(); ++i)
+    if (from[from.size() - i] != 1 && from[from.size() - i] != to[to.size() - i]) return false;
+  return true;
+}
+
+struct InputMeta {
+  Shape shape;
+  DType dtype;
+};
+
+// The gradients a Python backward returned, one per input: a Tensor or None. As
+// PyTorch's engine: each in its input's dtype, and summed to its shape where it was
+// broadcast; any other shape is an error naming the Function and the input.
+std::vector<Tensor> gradients_from(const py::object& result, const std::vector<InputMeta>& inputs,
+                                   const std::string& name) {
   py::tuple items = py::isinstance<py::tuple>(result) || py::isinstance<py::list>(result) ? py::tuple(result)
                                                                                           : py::make_tuple(result);
-  if (items.size() != inputs)
+  if (items.size() != inputs.size())
     throw py::value_error(name + ".backward returned " + std::to_string(items.size()) + " gradients for " +
-                          std::to_string(inputs) + " inputs");
+                          std::to_string(inputs.size()) + " inputs");
   std::vector<Tensor> grads;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].is_none())
+    if (items[i].is_none()) {
       grads.emplace_back();
-    else if (py::isinstance<Tensor>(items[i]))
-      grads.push_back(items[i].cast<Tensor>());
-    else
+      continue;
+    }
+    if (!py::isinstance<Tensor>(items[i]))
       throw py::type_error(name + ".backward: gradient " + std::to_string(i) + " must be a loom.Tensor or None, got " +
                            type_name(items[i]));
+    Tensor g = items[i].cast<Tensor>();
+    if (!is_floating(g.dtype()))
+      throw py::type_error(
+          fmt::format("{}.backward: gradient {} is {}, not a floating dtype", name, i, dtype_name(g.dtype())));
+    if (g.shape() != inputs[i].shape) {
+      if (!expands_to(inputs[i].shape, g.shape()))
+        throw py::value_error(fmt::format("{}.backward: gradient {} has shape {}, but input {} has shape {}", name, i,
+                                          g.shape(), i, inputs[i].shape));
+      g = sum_to(g, inputs[i].shape);
+    }
+    grads.push_back(to_dtype(g, inputs[i].dtype));
   }
   return grads;
 }
@@ -35,10 +65,11 @@ Tensor record_python_op(const std::string& name, const std::vector<Tensor>& inpu
                         py::function backward) {
   // Detached: the forward may return an input or a view of one, which must not become the node's output.
   Tensor out = output.detach();
-  const size_t count = inputs.size();
-  return record(name, inputs, out, [held = hold(std::move(backward)), name, count](BackwardContext&, const Tensor& g) {
+  std::vector<InputMeta> metas;
+  for (const Tensor& input : inputs) metas.push_back({input.shape(), input.dtype()});
+  return record(name, inputs, out, [held = hold(std::move(backward)), name, metas](BackwardContext&, const Tensor& g) {
     py::gil_scoped_acquire acquire;
-    return gradients_from((*held)(g), count, name);
+    return gradients_from((*held)(g), metas, name);
   });
 }
 

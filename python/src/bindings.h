@@ -45,6 +45,11 @@ using Release = py::call_guard<ReleasedCall>;
 // A Python value's type name, for TypeErrors.
 std::string type_name(const py::handle& value);
 
+// An operand beside `like`: a Tensor, or a Python number as a 0-d tensor of the dtype
+// PyTorch gives it: like's where like is of the number's kind or higher, else the
+// default (float32 for a float, int64 for an int), so int64 + 0.5 promotes to float32.
+Tensor operand(const Tensor& like, const py::handle& value);
+
 // Dims as PyTorch takes them: None (all), an int, or a sequence of ints (else a
 // TypeError naming 'dim').
 Shape dims_of(const py::object& dim);

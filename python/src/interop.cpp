@@ -17,10 +17,13 @@ struct DTypeCode {
   DType dtype;
   DLDataType dlpack;
 };
-// bf16 crosses DLPack (kDLBfloat) but not NumPy, which has no bfloat16.
+// bf16 crosses DLPack (kDLBfloat) but not NumPy, which has no bfloat16. bool is DLPack
+// 0.8's kDLBool (code 6; the header here is 0.6): 8-bit unsigned is uint8, which loom
+// does not have (PyTorch 1.13 exports uint8 that way and cannot export bool at all).
+constexpr uint8_t kDLBoolCode = 6;
 constexpr DTypeCode kCodes[] = {
-    {DType::f32, {kDLFloat, 32, 1}}, {DType::f64, {kDLFloat, 64, 1}}, {DType::i32, {kDLInt, 32, 1}},
-    {DType::i64, {kDLInt, 64, 1}},   {DType::b8, {kDLUInt, 8, 1}},    {DType::bf16, {kDLBfloat, 16, 1}},
+    {DType::f32, {kDLFloat, 32, 1}}, {DType::f64, {kDLFloat, 64, 1}},  {DType::i32, {kDLInt, 32, 1}},
+    {DType::i64, {kDLInt, 64, 1}},   {DType::b8, {kDLBoolCode, 8, 1}}, {DType::bf16, {kDLBfloat, 16, 1}},
 };
 
 DType dtype_of_numpy(const py::dtype& dtype) {
@@ -72,8 +75,15 @@ Tensor borrowed_tensor(void* data, DType dtype, Device device, Shape shape, Shap
   return Tensor(impl);
 }
 
-Tensor from_numpy(const py::array& array) {
+Tensor from_numpy(py::array array) {
   const DType dtype = dtype_of_numpy(array.dtype());
+  if (!array.writeable()) {  // loom has no read-only tensors: a copy keeps the array's memory as it is
+    PyErr_WarnEx(PyExc_UserWarning,
+                 "from_numpy: the array is read-only, so the tensor holds a copy of it (writes to one do not show in "
+                 "the other)",
+                 1);
+    array = py::module_::import("numpy").attr("array")(array, py::arg("copy") = true);
+  }
   const auto item = array.itemsize();
   Shape shape(array.shape(), array.shape() + array.ndim()), strides;
   for (py::ssize_t d = 0; d < array.ndim(); ++d) {
@@ -162,9 +172,14 @@ Tensor from_dlpack(const py::object& source) {
       dtype = code.dtype;
       known = true;
     }
-  if (!known)
-    throw py::type_error(fmt::format("from_dlpack: loom has no dtype for DLPack code {} with {} bits",
-                                     static_cast<int>(dl.dtype.code), static_cast<int>(dl.dtype.bits)));
+  if (!known) {
+    const std::string named =
+        py::hasattr(source, "dtype") ? " (" + py::str(source.attr("dtype")).cast<std::string>() + ")" : "";
+    throw py::type_error(
+        fmt::format("from_dlpack: loom has no dtype for DLPack code {} with {} bits{} (float32, "
+                    "float64, int32, int64, bool and bfloat16 are shared)",
+                    static_cast<int>(dl.dtype.code), static_cast<int>(dl.dtype.bits), named));
+  }
   Device device = kCPU;
   if (dl.device.device_type == kDLCUDA)
     device = Device::cuda(dl.device.device_id);

@@ -26,6 +26,16 @@ struct Translator {
   // With other folders, an ensemble: the mean of the models' log-probabilities.
   std::vector<std::string> translate(const std::vector<std::string>& sentences, int64_t beam, double alpha,
                                      int64_t extra_len, int64_t horizon, const std::vector<const Translator*>& others) {
+    // The ranges `loom translate` checks its options against (NaN is in none).
+    auto check = [](const char* name, double value, double low, double high) {
+      if (!(value >= low && value <= high))
+        throw py::value_error(
+            fmt::format("ModelFolder.translate: {} must be in [{}, {}], got {}", name, low, high, value));
+    };
+    check("beam", static_cast<double>(beam), 1, 1000);
+    check("alpha", alpha, 0, 10);
+    check("extra_len", static_cast<double>(extra_len), 0, models::TransformerConfig::kMaxLen);
+    check("horizon", static_cast<double>(horizon), 0, 1 << 20);
     std::vector<models::Transformer*> ensemble{folder.model.get()};
     for (const Translator* other : others) {
       LOOM_CHECK(other != nullptr, "ModelFolder.translate: ensemble holds None, not a model folder");
@@ -102,10 +112,15 @@ void bind_models(py::module_& m) {
       .def_property_readonly("bias",
                              [](const nn::Linear& l) { return l.bias.defined() ? py::cast(l.bias) : py::none(); });
   py::class_<nn::Embedding, nn::Module>(nn_module, "Embedding")
-      .def(py::init([](int64_t vocab, int64_t dim, int64_t padding_idx) {
-             return std::make_unique<nn::Embedding>(vocab, dim, padding_idx);
+      .def(py::init([](int64_t vocab, int64_t dim, std::optional<int64_t> padding_idx) {
+             // PyTorch's padding_idx: None for none, a negative one counts from the end (C++'s -1 is none).
+             if (padding_idx && (*padding_idx < -vocab || *padding_idx >= vocab))
+               throw py::value_error(
+                   fmt::format("Embedding: padding_idx {} is outside [-{}, {})", *padding_idx, vocab, vocab));
+             const int64_t row = !padding_idx ? -1 : *padding_idx < 0 ? *padding_idx + vocab : *padding_idx;
+             return std::make_unique<nn::Embedding>(vocab, dim, row);
            }),
-           py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("padding_idx") = -1)
+           py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("padding_idx") = py::none())
       .def("__call__", &nn::Embedding::forward)
       .def_readonly("weight", &nn::Embedding::weight);
   py::class_<nn::LayerNorm, nn::Module>(nn_module, "LayerNorm")

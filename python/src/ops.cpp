@@ -227,9 +227,6 @@ void bind_ops(py::module_& m) {
 
   // Elementwise with attributes
   m.def(
-      "pow", [](const Tensor& x, double exponent) { return pow(x, exponent); }, py::arg("input"), py::arg("exponent"),
-      Release());
-  m.def(
       "clamp",
       [](const Tensor& x, std::optional<double> min, std::optional<double> max) {
         LOOM_CHECK(min || max, "clamp: at least one of 'min' or 'max' must not be None");  // as torch
@@ -238,8 +235,16 @@ void bind_ops(py::module_& m) {
       },
       py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none(), Release());
   m.def(
-      "where", [](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); }, py::arg("condition"),
-      py::arg("input"), py::arg("other"), Release());
+      "where",
+      [](const Tensor& c, const py::object& a, const py::object& b) {
+        // Python numbers take PyTorch's dtypes beside the other operand (or the condition).
+        const Tensor like = py::isinstance<Tensor>(a)   ? a.cast<Tensor>()
+                            : py::isinstance<Tensor>(b) ? b.cast<Tensor>()
+                                                        : c;
+        const Tensor x = operand(like, a), y = operand(like, b);
+        return released([&] { return where(c, x, y); });
+      },
+      py::arg("condition"), py::arg("input"), py::arg("other"));
   m.def(
       "masked_fill", [](const Tensor& x, const Tensor& mask, double value) { return masked_fill(x, mask, value); },
       py::arg("input"), py::arg("mask"), py::arg("value"), Release());
@@ -248,6 +253,26 @@ void bind_ops(py::module_& m) {
   m.def(
       "gather", [](const Tensor& x, int64_t dim, const Tensor& index) { return gather(x, dim, index); },
       py::arg("input"), py::arg("dim"), py::arg("index"), Release());
+  m.def(
+      "index_add",
+      [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+        return index_add(x, dim, index, alpha == 1.0 ? source : mul(source, operand(source, py::float_(alpha))));
+      },
+      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(), py::arg("alpha") = 1.0,
+      Release());
+  m.def(
+      "scatter_add",
+      [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+        return scatter_add(x, dim, index, src);
+      },
+      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"), Release());
+  m.def(
+      "narrow",
+      [](const Tensor& x, int64_t dim, int64_t start, int64_t length) { return narrow(x, dim, start, length); },
+      py::arg("input"), py::arg("dim"), py::arg("start"), py::arg("length"), Release());
+  m.def(
+      "select", [](const Tensor& x, int64_t dim, int64_t index) { return select(x, dim, index); }, py::arg("input"),
+      py::arg("dim"), py::arg("index"), Release());
   m.def(
       "index_select", [](const Tensor& x, int64_t dim, const Tensor& index) { return index_select(x, dim, index); },
       py::arg("input"), py::arg("dim"), py::arg("index"), Release());
@@ -298,11 +323,13 @@ void bind_ops(py::module_& m) {
       py::arg("label_smoothing") = 0.0, Release());
   m.def(
       "scaled_dot_product_attention",
-      [](const Tensor& q, const Tensor& k, const Tensor& v, const py::object& mask) {
+      [](const Tensor& q, const Tensor& k, const Tensor& v, const py::object& mask, double dropout_p) {
         const Tensor m = optional_tensor(mask, "mask");
-        return released([&] { return scaled_dot_product_attention(q, k, v, m); });
+        return released([&] { return scaled_dot_product_attention(q, k, v, m, dropout_p, dropout_p > 0); });
       },
-      py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none());
+      py::arg("query"), py::arg("key"), py::arg("value"), py::arg("mask") = py::none(), py::arg("dropout_p") = 0.0,
+      "loom's convention: a bool mask is True where a query may NOT attend (loom.scaled_dot_product_attention "
+      "takes PyTorch's)");
 }
 
 }  // namespace loom::python

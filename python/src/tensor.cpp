@@ -1,5 +1,6 @@
 // loom.Tensor: the C++ Tensor handle, with PyTorch's names for what it does.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <pybind11/functional.h>
 #include <pybind11/operators.h>
 #include <pybind11/stl.h>
@@ -25,7 +26,49 @@ py::object scalar_of(const Tensor& t) {
   return py::float_(t.to(DType::f64).item<double>());
 }
 
-// x[i], x[a:b:s], x[None], x[...], and tuples of them, as views (PyTorch's basic indexing).
+// An index list or tensor as int64 ids (bool masks are not taken).
+Tensor ids_of(const py::handle& item, int64_t named) {
+  if (py::isinstance<py::list>(item)) {
+    std::vector<int64_t> ids;
+    for (auto v : item) {
+      if (!PyIndex_Check(v.ptr()) || py::isinstance<py::bool_>(v))
+        throw py::index_error(
+            fmt::format("index for dimension {}: a list of ints, got a {} in it", named, type_name(v)));
+      ids.push_back(py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr())).cast<int64_t>());
+    }
+    return from_vector(ids, {static_cast<int64_t>(ids.size())});
+  }
+  const Tensor ids = item.cast<Tensor>();
+  if (ids.dtype() != DType::i64 && ids.dtype() != DType::i32)
+    throw py::index_error(
+        fmt::format("index for dimension {}: tensors used as indices must be int64 or int32, got {}{}", named,
+                    dtype_name(ids.dtype()),
+                    ids.dtype() == DType::b8 ? " (boolean masks are not supported: use masked_fill "
+                                               "or where)"
+                                             : ""));
+  return ids.to(DType::i64).to(kCPU);
+}
+
+// x's rows `ids` (any shape) along dim d: that dim becomes ids' dims. Negative ids count
+// from the end, as in PyTorch; one out of range is an IndexError.
+Tensor take(const Tensor& x, int64_t d, const Tensor& ids, int64_t named) {
+  const int64_t size = x.size(d);
+  Tensor flat = ids.reshape({-1}).contiguous();
+  std::vector<int64_t> wrapped(flat.data<int64_t>(), flat.data<int64_t>() + flat.numel());
+  for (int64_t& i : wrapped) {
+    if (i < -size || i >= size)
+      throw py::index_error(fmt::format("index {} is out of bounds for dimension {} with size {}", i, named, size));
+    if (i < 0) i += size;
+  }
+  Tensor picked = released([&] { return index_select(x, d, from_vector(wrapped, {flat.numel()}).to(x.device())); });
+  Shape shape(x.shape().begin(), x.shape().begin() + d);
+  shape.insert(shape.end(), ids.shape().begin(), ids.shape().end());
+  shape.insert(shape.end(), x.shape().begin() + d + 1, x.shape().end());
+  return picked.reshape(shape);
+}
+
+// x[i], x[a:b:s], x[None], x[...], and tuples of them, as views (PyTorch's basic indexing);
+// one list or integer tensor among them picks rows along its dim (a copy, as PyTorch's).
 Tensor index(const Tensor& x, const py::object& key) {
   py::tuple items = py::isinstance<py::tuple>(key) ? py::reinterpret_borrow<py::tuple>(key) : py::make_tuple(key);
   int64_t consumed = 0, ellipses = 0;  // dims of x the key names; how many ...
@@ -39,7 +82,7 @@ Tensor index(const Tensor& x, const py::object& key) {
   if (ellipses > 1) throw py::index_error("an index can only have a single ellipsis ('...')");
   if (consumed > x.dim()) throw py::index_error(fmt::format("too many indices for tensor of dimension {}", x.dim()));
   Tensor out = x;
-  int64_t d = 0, named = 0;  // the dim of `out` the next item applies to; the dim of `x` it names
+  int64_t d = 0, named = 0, advanced = 0;  // the dim of `out` the next item applies to; the dim of `x` it names
   for (auto item : items) {
     if (item.is_none()) {
       out = out.unsqueeze(d++);
@@ -59,19 +102,53 @@ Tensor index(const Tensor& x, const py::object& key) {
         throw py::index_error(fmt::format("index {} is out of bounds for dimension {} with size {}", i, named, size));
       out = out.select(d, i);
       ++named;
+    } else if (py::isinstance<py::list>(item) || py::isinstance<Tensor>(item)) {
+      if (advanced > 0)  // PyTorch broadcasts several together; loom takes one
+        throw py::index_error("index: one list or tensor among the indices at most");
+      out = take(out, d, ids_of(item, named), named);  // the dim becomes the ids' dims
+      d += py::isinstance<Tensor>(item) ? item.cast<Tensor>().dim() : 1;
+      ++named;
+      ++advanced;
     } else {
-      throw py::type_error("index: expected an int, a slice, None or ..., got " + type_name(item));
+      throw py::type_error("index: expected an int, a slice, None, ..., a list of ints or an integer tensor, got " +
+                           type_name(item));
     }
   }
   return out;
 }
 
-// The right operand of an operator: a Tensor, or a Python number in the left one's dtype.
-Tensor operand(const Tensor& like, const py::object& value) {
+}  // namespace
+
+Tensor operand(const Tensor& like, const py::handle& value) {
   if (py::isinstance<Tensor>(value)) return value.cast<Tensor>();
-  if (py::isinstance<py::float_>(value) || py::isinstance<py::int_>(value))
-    return full(Shape{}, value.cast<double>(), {like.dtype(), like.device()});
-  throw py::type_error("expected a loom.Tensor or a number, got " + type_name(value));
+  DType dtype = like.dtype();
+  if (py::isinstance<py::bool_>(value)) {
+    // bool is the lowest kind: the tensor's dtype
+  } else if (PyIndex_Check(value.ptr())) {  // int, NumPy integers
+    if (dtype == DType::b8) dtype = DType::i64;
+    if (!is_floating(dtype)) {  // exact, past 2^53 too
+      Tensor n = Tensor::empty({}, {DType::i64});
+      *n.data<int64_t>() = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr())).cast<int64_t>();
+      return n.to(dtype).to(like.device());
+    }
+  } else if (PyFloat_Check(value.ptr())) {
+    if (!is_floating(dtype)) dtype = DType::f32;
+  } else {
+    throw py::type_error("expected a loom.Tensor or a number, got " + type_name(value));
+  }
+  return full(Shape{}, value.cast<double>(), {dtype, like.device()});
+}
+
+namespace {
+
+// x ** e: a number keeps the scalar exponent's op; a tensor exponent gets its own gradient.
+Tensor power(const Tensor& x, const py::object& exponent) {
+  if (PyFloat_Check(exponent.ptr()) || (PyIndex_Check(exponent.ptr()) && !py::isinstance<py::bool_>(exponent))) {
+    const double e = exponent.cast<double>();
+    return released([&] { return pow(x, e); });
+  }
+  const Tensor e = operand(x, exponent);
+  return released([&] { return pow(x, e); });
 }
 
 template <Tensor (*op)(const Tensor&, const Tensor&, Where)>
@@ -259,8 +336,13 @@ void bind_tensor(py::module_& m) {
           "sqrt", [](const Tensor& t) { return sqrt(t); }, Release())
       .def(
           "sigmoid", [](const Tensor& t) { return sigmoid(t); }, Release())
-      .def("pow", &Tensor::pow, Release())
-      .def("__pow__", &Tensor::pow, Release())
+      .def("pow", &power)
+      .def("__pow__", &power)
+      .def("__rpow__",
+           [](const Tensor& t, const py::object& base) {
+             const Tensor b = operand(t, base);
+             return released([&] { return pow(b, t); });
+           })
       .def(
           "__neg__", [](const Tensor& t) { return -t; }, Release())
       .def(
@@ -269,10 +351,20 @@ void bind_tensor(py::module_& m) {
           "register_hook",
           [](const Tensor& t, py::function hook) {
             // The hook runs wherever backward runs (the GIL released): it takes the GIL to call Python.
-            return t.register_hook([held = hold(std::move(hook))](const Tensor& grad) {
+            std::string name = py::str(py::getattr(hook, "__qualname__", py::repr(hook)));
+            return t.register_hook([held = hold(std::move(hook)), name](const Tensor& grad) {
               py::gil_scoped_acquire acquire;
               py::object result = (*held)(grad);
-              return result.is_none() ? grad : result.cast<Tensor>();
+              if (result.is_none()) return grad;
+              if (!py::isinstance<Tensor>(result))
+                throw py::type_error(
+                    fmt::format("hook {} returned {}: a hook returns a loom.Tensor or None", name, type_name(result)));
+              Tensor replaced = result.cast<Tensor>();
+              if (replaced.shape() != grad.shape() || replaced.dtype() != grad.dtype())
+                throw py::value_error(fmt::format("hook {} returned a {} gradient of shape {} for a {} one of shape {}",
+                                                  name, dtype_name(replaced.dtype()), replaced.shape(),
+                                                  dtype_name(grad.dtype()), grad.shape()));
+              return replaced;
             });
           },
           py::arg("hook"));

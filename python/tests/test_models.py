@@ -117,3 +117,12 @@ def test_attention_maps_come_back_as_arrays(trained_folder):
     assert cross.shape == (heads, len(maps["target_pieces"]), len(maps["source_pieces"]))
     np.testing.assert_allclose(cross.sum(-1), 1.0, rtol=1e-5)  # each query's weights sum to 1
     assert len(maps["encoder_self"]) == len(maps["decoder_self"]) == len(maps["cross"])
+
+
+def test_translate_refuses_out_of_range_arguments_by_name(trained_folder):
+    folder = loom.models.load(str(trained_folder))
+    for arguments, words in [({"alpha": float("nan")}, "alpha must be in \\[0, 10\\], got nan"),
+                             ({"extra_len": -100}, "extra_len must be in \\[0, "),
+                             ({"beam": 0}, "beam must be in \\[1, 1000\\], got 0")]:
+        with pytest.raises(ValueError, match=words):
+            folder.translate(["Hund"], **arguments)

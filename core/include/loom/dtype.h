@@ -48,6 +48,21 @@ constexpr std::string_view dtype_name(DType t) {
 
 constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::bf16; }
 
+// PyTorch's kinds of dtype, in promotion order: bool < integer < floating.
+enum class DTypeKind : uint8_t { boolean, integer, floating };
+constexpr DTypeKind dtype_kind(DType t) {
+  if (t == DType::b8) return DTypeKind::boolean;
+  return is_floating(t) ? DTypeKind::floating : DTypeKind::integer;
+}
+// PyTorch's promote_types: the higher kind's dtype; within a kind the wider one
+// (bfloat16 with float32 is float32).
+constexpr DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (dtype_kind(a) != dtype_kind(b)) return dtype_kind(a) > dtype_kind(b) ? a : b;
+  if (a == DType::f64 || b == DType::f64) return DType::f64;
+  return dtype_kind(a) == DTypeKind::floating ? DType::f32 : DType::i64;
+}
+
 template <typename T>
 constexpr DType dtype_of();
 template <>

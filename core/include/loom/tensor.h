@@ -6,6 +6,8 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -33,6 +35,14 @@ class Node;
 class Tensor;
 using TensorHook = std::function<Tensor(const Tensor&)>;
 
+// A mutex that a copied TensorImpl does not share: the copy gets a fresh one.
+struct GradMutex {
+  std::mutex mutex;
+  GradMutex() = default;
+  GradMutex(const GradMutex&) {}
+  GradMutex& operator=(const GradMutex&) { return *this; }
+};
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape sizes;
@@ -47,6 +57,8 @@ struct TensorImpl {
   std::weak_ptr<Node> grad_accumulator;  // a leaf's AccumulateGrad node, made on first use
   std::vector<TensorHook> hooks;         // a leaf's hooks (a non-leaf keeps them on grad_fn)
   std::string name;                      // optional, shown in graph exports
+  // Guards grad and grad_accumulator: backward() may run on several threads into one leaf.
+  mutable GradMutex grad_mutex;
 };
 
 struct TensorOptions {
@@ -172,8 +184,11 @@ class Tensor {
 // Row-major strides for a shape.
 Shape contiguous_strides(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
-// Wraps a possibly negative dim into [0, ndim); error names the op.
+// Wraps a possibly negative dim into [0, ndim); error names the op. A 0-d tensor has no dims.
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op);
+// The same for ops that, as PyTorch's, take 0 or -1 on a 0-d tensor to mean its one
+// element (reductions, softmax, squeeze, argmax): nullopt there, else wrap_dim's.
+std::optional<int64_t> wrap_dim_or_scalar(int64_t dim, int64_t ndim, std::string_view op);
 
 // Element `linear` (row-major logical index) of an arbitrary strided view.
 int64_t strided_offset(int64_t linear, const Shape& sizes, const Shape& strides);

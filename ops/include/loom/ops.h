@@ -36,6 +36,7 @@ Tensor log(const Tensor& x, Where where = Where::current());
 Tensor tanh(const Tensor& x, Where where = Where::current());
 Tensor relu(const Tensor& x, Where where = Where::current());
 Tensor pow(const Tensor& x, double exponent, Where where = Where::current());
+Tensor pow(const Tensor& x, const Tensor& exponent, Where where = Where::current());  // both differentiable
 // grad where x > 0, else 0 (relu's backward, one fused kernel; differentiable).
 Tensor relu_backward(const Tensor& x, const Tensor& grad, Where where = Where::current());
 // 1 where x > 0, else 0 (relu's derivative; no gradient of its own).

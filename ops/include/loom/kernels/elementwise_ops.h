@@ -20,7 +20,7 @@
 
 // X(name, functor, types): out = functor(a, b) of one type.
 #define LOOM_BINARY_OPS(X)                                                                                    \
-  X(add, Add, NumericTypes) X(sub, Sub, NumericTypes) X(mul, Mul, NumericTypes) X(div, Div, NumericTypes)      \
+  X(add, Add, NumericTypes) X(sub, Sub, NumericTypes) X(mul, Mul, NumericTypes) X(div, Div, FloatingTypes) X(pow_tensor, Pow, FloatingTypes)      \
   X(maximum, Maximum, NumericTypes) X(minimum, Minimum, NumericTypes)                                          \
   X(maximum_share, MaximumShare, FloatingTypes) X(minimum_share, MinimumShare, FloatingTypes)                  \
   X(relu_backward, ReluBackward, FloatingTypes) X(tanh_backward, TanhBackward, NumericTypes)                   \

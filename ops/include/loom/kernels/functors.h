@@ -29,6 +29,13 @@ struct Mul {
     return a * b;
   }
 };
+struct Pow {
+  template <typename T>
+  LOOM_HD T operator()(T a, T b) const {
+    using std::pow;
+    return static_cast<T>(pow(a, b));
+  }
+};
 struct Div {
   template <typename T>
   LOOM_HD T operator()(T a, T b) const {
