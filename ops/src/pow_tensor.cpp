@@ -22,7 +22,8 @@ Tensor pow(const Tensor& x, const Tensor& exponent, Where where) {
           Tensor zero = detail::constant_like(x, 0.0);
           de = mul(g, loom::where(eq(x, zero), zero, mul(c.out(), log(x))));
         }
-        return {c.needs(0) ? sum_to(dx, c.input_shape(0)) : Tensor(), c.needs(1) ? sum_to(de, c.input_shape(1)) : Tensor()};
+        return {c.needs(0) ? sum_to(dx, c.input_shape(0)) : Tensor(),
+                c.needs(1) ? sum_to(de, c.input_shape(1)) : Tensor()};
       },
       SavedOutput::yes);
 }

@@ -31,6 +31,7 @@ Shape normalize_dims(const Shape& dims, int64_t ndim, std::string_view op) {
   Shape out;
   if (ndim == 0) {  // a 0-d tensor: 0 and -1 name its one element, and there is no dim to reduce over
     for (int64_t d : dims) wrap_dim_or_scalar(d, ndim, op);
+    LOOM_CHECK(dims.size() <= 1, "{}: dim listed twice in {} (0 and -1 are the same dim of a 0-d tensor)", op, dims);
     return out;
   }
   if (dims.empty()) {

@@ -91,6 +91,8 @@ def _extreme(largest):
         if dim is None:
             return amax(signed) if largest else -amax(signed)
         indices = argmax(signed, dim, keepdim)
+        if input.ndim == 0:  # its own extreme, at index 0 (argmax checked the dim)
+            return _ValuesIndices(input * 1, indices)
         values = gather(input, dim, indices if keepdim else indices.unsqueeze(dim))
         return _ValuesIndices(values if keepdim else values.squeeze(dim), indices)
     reduce.__name__ = "max" if largest else "min"
@@ -285,7 +287,7 @@ def tensor(data, dtype=None, requires_grad=False):
     Python floats become float32 and ints int64, as in PyTorch; an ndarray keeps its dtype."""
     if isinstance(data, Tensor):
         data = data.detach().numpy()
-    keep_dtype = isinstance(data, _np.ndarray)
+    keep_dtype = isinstance(data, (_np.ndarray, _np.generic))  # NumPy arrays and scalars keep theirs, as torch
     array = _np.array(data)
     if dtype is None:
         if array.dtype.kind == "f" and not keep_dtype:

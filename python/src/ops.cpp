@@ -256,7 +256,8 @@ void bind_ops(py::module_& m) {
   m.def(
       "index_add",
       [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-        return index_add(x, dim, index, alpha == 1.0 ? source : mul(source, operand(source, py::float_(alpha))));
+        return index_add(x, dim, index,
+                         alpha == 1.0 ? source : mul(source, scalar_tensor(alpha, {source.dtype(), source.device()})));
       },
       py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(), py::arg("alpha") = 1.0,
       Release());

@@ -115,6 +115,16 @@ void bind_study(py::module_& m) {
         py::arg("eps") = 1e-6, py::arg("atol") = 1e-5, py::arg("rtol") = 1e-3, py::arg("raise_exception") = true,
         "gradcheck of fn's backward itself: the second derivative");
   m.def("_explain", &explain_op, py::arg("op"), py::arg("sample") = py::none());
+  m.def(
+      "_sample_inputs",
+      [](const std::string& name) {
+        const OpInfo& op = op_or_error(name);
+        py::list samples;
+        for (size_t i = 0; i < op.samples.size(); ++i)
+          samples.append(py::make_tuple(op.samples[i].label, make_inputs(op, op.samples[i], i)));
+        return samples;
+      },
+      py::arg("op"), "each sample's label and inputs, drawn as the test matrix draws them (the conformance suite's)");
   m.def("op_names", [] {
     std::vector<std::string> names;
     for (const auto& op : registered_ops()) names.push_back(op.name);

@@ -280,13 +280,13 @@ void bind_tensor(py::module_& m) {
       .def("reshape", [](const Tensor& t, const py::args& shape) { return t.reshape(shape_of(shape)); })
       .def("permute", [](const Tensor& t, const py::args& dims) { return t.permute(shape_of(dims)); })
       .def("expand", [](const Tensor& t, const py::args& shape) { return t.expand(shape_of(shape)); })
-      .def("transpose", &Tensor::transpose)
+      .def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"))
       .def("t", &Tensor::t)
       .def_property_readonly("T", &Tensor::t)
-      .def("narrow", &Tensor::narrow)
-      .def("select", &Tensor::select)
-      .def("squeeze", &Tensor::squeeze)
-      .def("unsqueeze", &Tensor::unsqueeze)
+      .def("narrow", &Tensor::narrow, py::arg("dim"), py::arg("start"), py::arg("length"))
+      .def("select", &Tensor::select, py::arg("dim"), py::arg("index"))
+      .def("squeeze", &Tensor::squeeze, py::arg("dim"))
+      .def("unsqueeze", &Tensor::unsqueeze, py::arg("dim"))
       .def("__getitem__", &index)
       // Reductions
       .def(
