@@ -202,6 +202,47 @@ safetensors "$dir/nan.safetensors" "$header" 4; printf '\x00\x00\xc0\x7f' >> "$d
 expect 1 "average: '$dir/nan.safetensors': tensor 'w' holds nan at element 1 (a diverged run?); not averaged" \
   "$loom" average --out "$dir/avgnan" "$dir/finite.safetensors" "$dir/nan.safetensors"
 [[ ! -e "$dir/avgnan" ]] || fail "a refused average left its --out folder"
+# An average never replaces a run's model: --out may be new or an earlier average.
+expect 1 "average: --out '$dir/run' holds a training run; give a new folder" \
+  "$loom" average --out "$dir/run" "$dir/run/model.safetensors" "$dir/good.safetensors"
+# A damaged model: a flipped data byte is named by its tensor's checksum (--skip-checksums loads
+# it anyway); a weight set to NaN with a valid checksum is named before decoding; a FIFO is
+# refused instead of blocking.
+damaged() {  # damaged <folder> <nan|flip>: a copy of run/ with its first tensor's first float changed
+  rm -rf "$1"; cp -r "$dir/run" "$1"
+  python3 - "$1/model.safetensors" "$2" <<'PY'
+import json, struct, sys, zlib
+path, how = sys.argv[1], sys.argv[2]
+data = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+name = min((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"][0])
+begin, end = (8 + n + o for o in header[name]["data_offsets"])
+if how == "nan":
+    data[begin:begin + 4] = struct.pack("<f", float("nan"))
+    sums = json.loads(header["__metadata__"]["loom.crc32"])
+    sums[name] = "%08x" % zlib.crc32(bytes(data[begin:end]))
+    header["__metadata__"]["loom.crc32"] = json.dumps(sums, separators=(",", ":"))
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (n - len(text))
+    assert len(text) == n, "the header grew"
+    data[8:8 + n] = text
+else:
+    data[begin] ^= 1
+open(path, "wb").write(data)
+print(name)
+PY
+}
+flipped=$(damaged "$dir/flipped" flip)
+expect 1 "load_safetensors '$dir/flipped/model.safetensors': tensor '$flipped' does not match its checksum" \
+  "$loom" translate --model "$dir/flipped" --input "$dir/val.de"
+expect 0 "" "$loom" translate --model "$dir/flipped" --input "$dir/val.de" --skip-checksums --beam 1
+poisoned=$(damaged "$dir/poisoned" nan)
+expect 1 "translate: '$dir/poisoned/model.safetensors': tensor '$poisoned' holds NaN or Inf, so the model cannot decode" \
+  "$loom" translate --model "$dir/poisoned" --input "$dir/val.de"
+mkdir -p "$dir/fifo" && cp "$dir/run/spm.model" "$dir/fifo/" && mkfifo "$dir/fifo/model.safetensors"
+expect 1 "load_safetensors: '$dir/fifo/model.safetensors' is not a regular file" \
+  timeout 30 "$loom" translate --model "$dir/fifo" --input "$dir/val.de"
 unchanged "the bad checkpoints and translations"
 # ---- corpus stores (loom/models/corpus_store.h) ----
 prepare=("$loom" data prepare --data "$dir" --vocab 60)

@@ -2,6 +2,7 @@
 // format's spec, and corrupt or mismatched files that must fail with a message
 // naming the file and the problem while leaving the model untouched.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -135,6 +136,40 @@ TEST_CASE("corrupt files: each error names the file and what is wrong") {
   CHECK(error_of([] {
           load_safetensors("/nonexistent/dir/x.safetensors");
         }).find("load_safetensors: cannot open '/nonexistent/dir/x.safetensors'") != std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("each tensor's checksum: a flipped data byte names the tensor; skipping loads it; metadata is the caller's") {
+  const std::string path = temp_path("checksum.safetensors");
+  Tiny a(1), b(2);
+  save(a, path, {{"config", "c"}});
+  CHECK(load_safetensors_metadata(path) == Metadata{{"config", "c"}});  // the checksums are not the caller's
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  CHECK(bytes.find(std::string("\"") + kChecksumsKey + "\"") != std::string::npos);
+  bytes.back() ^= 0x01;  // the last data byte: norm.bias's
+  write_bytes(path, bytes);
+  const std::string message = error_of([&] { load(b, path); });
+  CHECK(message.find("load_safetensors '" + path + "': tensor 'norm.bias' does not match its checksum (crc32 ") !=
+        std::string::npos);
+  CHECK(message.find("the file was damaged after it was saved") != std::string::npos);
+  CHECK(load_safetensors(path, Checksums::skip).tensors.size() == 4);
+  // Saving what was loaded writes this file's checksums, not a stale list.
+  TensorFile loaded = load_safetensors(path, Checksums::skip);
+  save_safetensors(path, loaded.tensors, loaded.metadata);
+  CHECK(load_safetensors(path).tensors.size() == 4);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a FIFO (or any file that is not regular) is refused by name instead of blocking the reader") {
+  const std::string path = temp_path("fifo.safetensors");
+  std::remove(path.c_str());
+  REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  CHECK(error_of([&] { load_safetensors(path); }).find("'" + path + "' is not a regular file") != std::string::npos);
+  CHECK(error_of([&] { load_safetensors_metadata(path); }).find("is not a regular file") != std::string::npos);
   std::remove(path.c_str());
 }
 

@@ -51,7 +51,21 @@ std::vector<std::string> average_inputs(const AverageOptions& o) {
   return paths;
 }
 
+// --out may be new, or an earlier average's folder; a run folder's model (or any model
+// that is not an average) is never replaced.
+void check_out_folder(const std::string& out) {
+  std::error_code ec;
+  LOOM_CHECK(!fs::exists(fs::path(out) / "training_state.safetensors", ec),
+             "average: --out '{}' holds a training run; give a new folder (its model.safetensors would be replaced)",
+             out);
+  const fs::path model = fs::path(out) / "model.safetensors";
+  if (fs::exists(model, ec))
+    LOOM_CHECK(nn::load_safetensors_metadata(model.string()).count("averaged_from"),
+               "average: --out '{}' holds a model.safetensors that is not an average; give a new folder", out);
+}
+
 void run_average(const AverageOptions& o) {
+  check_out_folder(o.out);
   const std::vector<std::string> paths = average_inputs(o);
   // Checked before the average is written: inputs from different runs may carry
   // the same vocabulary name for different SentencePiece models.

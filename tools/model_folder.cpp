@@ -2,13 +2,17 @@
 
 #include <filesystem>
 
+#include "loom/autograd.h"
 #include "loom/nn/init.h"
 
 namespace loom::tools {
 
-ModelFolder load_model_folder(const std::string& dir, const std::string& command) {
+ModelFolder load_model_folder(const std::string& dir, const std::string& command, nn::Checksums checksums) {
   const std::string checkpoint = dir + "/model.safetensors";
-  nn::TensorFile file = nn::load_safetensors(checkpoint);
+  nn::TensorFile file = nn::load_safetensors(checkpoint, checksums);
+  for (const auto& [name, tensor] : file.tensors)
+    LOOM_CHECK(!has_non_finite(tensor), "{}: '{}': tensor '{}' holds NaN or Inf, so the model cannot decode", command,
+               checkpoint, name);
   LOOM_CHECK(file.metadata.count("config") && file.metadata.count("vocabulary"),
              "{}: '{}' has no configuration or vocabulary in its metadata (not written by `loom train`?)", command,
              checkpoint);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "loom/models.h"
+#include "loom/nn/checkpoint.h"
 
 namespace loom::tools {
 
@@ -14,8 +15,10 @@ struct ModelFolder {
   std::unique_ptr<models::Transformer> model;  // in eval mode
 };
 
-// Errors name `command` and the file at fault.
-ModelFolder load_model_folder(const std::string& dir, const std::string& command);
+// Errors name `command` and the file at fault (and the tensor: a weight holding NaN or
+// Inf is refused, as it would decode to nothing or to garbage without a word).
+ModelFolder load_model_folder(const std::string& dir, const std::string& command,
+                              nn::Checksums checksums = nn::Checksums::verify);
 
 // An ensemble decodes with one vocabulary: `other`'s pieces must be `first`'s, id
 // by id (the same pieces in, the same ids out), or the error names both files.

@@ -26,14 +26,16 @@ struct TranslateOptions {
   double alpha = 0.6;
   int threads = 2;
   std::string device = "cpu", precision = "float32";
-  bool profile = false;  // each kernel's time over the whole decoding, on stderr
+  bool profile = false;         // each kernel's time over the whole decoding, on stderr
+  bool skip_checksums = false;  // load without verifying each tensor's CRC-32 (for speed)
 };
 
 // The models of --model (more than one: an ensemble, checked to share one vocabulary), on `device`.
 std::vector<ModelFolder> load_ensemble(const TranslateOptions& o, Device device) {
   std::vector<ModelFolder> folders;
   for (const std::string& dir : o.models) {
-    folders.push_back(load_model_folder(dir, "translate"));
+    folders.push_back(
+        load_model_folder(dir, "translate", o.skip_checksums ? nn::Checksums::skip : nn::Checksums::verify));
     check_same_vocabulary(folders.front(), folders.back(), "translate");
     folders.back().model->to(device);
   }
@@ -207,6 +209,8 @@ void add_translate_commands(CLI::App& app) {
   add_precision_option(*cmd, o->precision);
   add_device_option(*cmd, o->device);
   cmd->add_flag("--profile", o->profile, "print each kernel's time over the decoding (stderr)");
+  cmd->add_flag("--skip-checksums", o->skip_checksums,
+                "load the model without verifying each tensor's checksum (faster; a damaged file goes unnoticed)");
   cmd->callback([o] { run_translate(*o); });
 
   auto* bleu =

@@ -8,6 +8,8 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include <zlib.h>
+
 #include "loom/atomic_file.h"
 #include "loom/ops.h"
 
@@ -41,10 +43,18 @@ bool dtype_from_safetensors(const std::string& s, DType& t) {
   return false;
 }
 
+// zlib's CRC-32 of n bytes (crc32_z takes a size_t: tensors past 4 GiB too).
+uint32_t crc32_of(const void* data, size_t n) {
+  return static_cast<uint32_t>(crc32_z(0, static_cast<const Bytef*>(data), n));
+}
+
+std::string hex8(uint32_t value) { return fmt::format("{:08x}", value); }
+
 }  // namespace
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
   json header = json::object();
+  json checksums = json::object();
   std::vector<Tensor> data;  // contiguous CPU copies, in file order
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
@@ -57,9 +67,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
                     {"shape", dense.shape()},
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
+    checksums[name] = hex8(crc32_of(dense.raw_data(), bytes));
     data.push_back(dense);
   }
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  json meta = metadata;  // a checksum list passed along from a loaded file is replaced by this file's
+  if (!tensors.empty()) meta[kChecksumsKey] = checksums.dump();
+  if (!meta.empty()) header["__metadata__"] = meta;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
 
@@ -88,10 +101,35 @@ struct Header {
     Shape shape;
     uint64_t begin, end;  // byte offsets into the data, which starts at data_begin
   };
-  Metadata metadata;
-  std::vector<Entry> entries;  // by data offset, none overlapping
+  Metadata metadata;                          // without the checksums
+  std::map<std::string, uint32_t> checksums;  // by tensor name; empty for a file written before them
+  std::vector<Entry> entries;                 // by data offset, none overlapping
   uint64_t data_begin = 0;
 };
+
+// The checksums the metadata lists (kChecksumsKey), each of a tensor in the header.
+std::map<std::string, uint32_t> read_checksums(const std::string& path, const std::string& text,
+                                               const std::vector<Header::Entry>& entries) {
+  std::map<std::string, uint32_t> checksums;
+  json listed;
+  try {
+    listed = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("load_safetensors '{}': the metadata's {} is not JSON: {}", path, kChecksumsKey, e.what());
+  }
+  LOOM_CHECK(listed.is_object(), "load_safetensors '{}': the metadata's {} is not a JSON object", path, kChecksumsKey);
+  for (const auto& item : listed.items()) {
+    const bool named = std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.name == item.key(); });
+    LOOM_CHECK(named, "load_safetensors '{}': {} lists '{}', which is not a tensor of the file", path, kChecksumsKey,
+               item.key());
+    const std::string hex = item.value().is_string() ? item.value().get<std::string>() : "";
+    LOOM_CHECK(hex.size() == 8 && hex.find_first_not_of("0123456789abcdef") == std::string::npos,
+               "load_safetensors '{}': the checksum of '{}' is {}, not 8 hex digits", path, item.key(),
+               item.value().dump());
+    checksums[item.key()] = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+  }
+  return checksums;
+}
 
 // Reads and checks the header of `path`, opened in `in`.
 Header read_header(const std::string& path, std::ifstream& in) {
@@ -178,15 +216,22 @@ Header read_header(const std::string& path, std::ifstream& in) {
   for (size_t i = 1; i < entries.size(); ++i)
     LOOM_CHECK(entries[i].begin >= entries[i - 1].end, "load_safetensors '{}': tensors '{}' and '{}' overlap", path,
                entries[i - 1].name, entries[i].name);
+  if (auto listed = parsed.metadata.find(kChecksumsKey); listed != parsed.metadata.end()) {
+    parsed.checksums = read_checksums(path, listed->second, entries);
+    parsed.metadata.erase(listed);
+  }
   return parsed;
 }
 
 // `path` opened for reading at its end (tellg gives its size), or an error naming it.
 std::ifstream open_checkpoint(const std::string& path) {
-  // A folder opens as a stream on Linux and reads as garbage: say what it is.
+  // A folder opens as a stream on Linux and reads as garbage, and opening a FIFO blocks
+  // until someone writes to it: only a regular file (or a link to one) is read.
   std::error_code ec;
-  LOOM_CHECK(!std::filesystem::is_directory(path, ec), "load_safetensors: '{}' is a folder, not a checkpoint file",
-             path);
+  const auto status = std::filesystem::status(path, ec);
+  LOOM_CHECK(!std::filesystem::is_directory(status), "load_safetensors: '{}' is a folder, not a checkpoint file", path);
+  LOOM_CHECK(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status),
+             "load_safetensors: '{}' is not a regular file (a FIFO, socket or device), not a checkpoint file", path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   LOOM_CHECK(in.good(), "load_safetensors: cannot open '{}': {}", path, std::strerror(errno));
   return in;
@@ -194,7 +239,7 @@ std::ifstream open_checkpoint(const std::string& path) {
 
 }  // namespace
 
-TensorFile load_safetensors(const std::string& path) {
+TensorFile load_safetensors(const std::string& path, Checksums checksums) {
   std::ifstream in = open_checkpoint(path);
   Header header = read_header(path, in);
   TensorFile file{.tensors = {}, .metadata = std::move(header.metadata)};
@@ -203,6 +248,14 @@ TensorFile load_safetensors(const std::string& path) {
     in.seekg(static_cast<std::streamoff>(header.data_begin + e.begin));
     in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
     LOOM_CHECK(in.good(), "load_safetensors '{}': reading tensor '{}' failed", path, e.name);
+    auto written = header.checksums.find(e.name);
+    if (checksums == Checksums::verify && written != header.checksums.end()) {
+      const uint32_t read = crc32_of(t.raw_data(), e.end - e.begin);
+      LOOM_CHECK(read == written->second,
+                 "load_safetensors '{}': tensor '{}' does not match its checksum (crc32 {} written, {} read): the "
+                 "file was damaged after it was saved",
+                 path, e.name, hex8(written->second), hex8(read));
+    }
     file.tensors.emplace_back(e.name, t);
   }
   return file;

@@ -182,8 +182,13 @@ void bind_models(py::module_& m) {
            "every layer's attention weights [heads, queries, keys] and the pieces they are over");
   models_module.def(
       "load",
-      [](const std::string& folder) { return Translator{tools::load_model_folder(folder, "loom.models.load")}; },
-      py::arg("folder"), "a model folder written by `loom train` (its model.safetensors and vocabulary)");
+      [](const std::string& folder, bool verify_checksums) {
+        return Translator{tools::load_model_folder(folder, "loom.models.load",
+                                                   verify_checksums ? nn::Checksums::verify : nn::Checksums::skip)};
+      },
+      py::arg("folder"), py::arg("verify_checksums") = true,
+      "a model folder written by `loom train` (its model.safetensors and vocabulary); verify_checksums=False "
+      "skips each tensor's CRC-32 check (faster; a damaged file goes unnoticed)");
 }
 
 }  // namespace loom::python

@@ -5,9 +5,13 @@
 //    "__metadata__": {"key": "value", ...}}
 // then the raw little-endian data. PyTorch (safetensors.torch.load_file) and
 // Hugging Face tools read them. The model's configuration travels in the
-// metadata. Writes go to a temporary file renamed over the target, so a crash
-// never leaves half a checkpoint; reads check every byte count and offset and
-// name the file and what was wrong, and load nothing on error.
+// metadata, and so does each tensor's CRC-32 (zlib's) under "loom.crc32" (a JSON
+// object of 8-digit hex strings by tensor name): safetensors has no checksum, and a
+// flipped data byte would otherwise load silently. Writes go to a temporary file
+// renamed over the target, so a crash never leaves half a checkpoint; reads check
+// every byte count and offset and each tensor's checksum (files written before
+// checksums load without one), name the file and what was wrong, and load nothing
+// on error. Only regular files are read (a FIFO would block the reader forever).
 #include <map>
 #include <string>
 #include <utility>
@@ -25,8 +29,13 @@ struct TensorFile {
   Metadata metadata;
 };
 
+// The metadata key of the checksums; load_safetensors verifies and removes it.
+inline constexpr const char* kChecksumsKey = "loom.crc32";
+// Whether a load verifies the tensors' checksums (skip: for speed, where a user asks).
+enum class Checksums { verify, skip };
+
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
-TensorFile load_safetensors(const std::string& path);
+TensorFile load_safetensors(const std::string& path, Checksums checksums = Checksums::verify);
 // Only the metadata, from the header alone (checked as load_safetensors checks it,
 // every tensor's offsets against the file's size), without reading the tensors:
 // for a caller that looks at many checkpoints or at a large training state.
