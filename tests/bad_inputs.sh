@@ -189,6 +189,17 @@ grep -q "more than the model's 31; translating its first 31" "$dir/stderr.txt" |
 expect 1 "cannot write '$dir/folder/model.safetensors': it is a folder" \
   "$loom" translate --model "$dir/run" --input "$dir/val.de" --output "$dir/folder/model.safetensors"
 expect 1 "cannot open '$dir/nowhere.de'" "$loom" translate --model "$dir/run" --input "$dir/nowhere.de"
+# Text that is not UTF-8 is named by file and line, by every command that reads text.
+expect 1 "stdin: line 1 is not UTF-8 text (byte 1 of the line is 0xff)" \
+  sh -c "printf '\\377\\376\\200\\n' | '$loom' translate --model '$dir/run'"
+printf 'ein Hund\n\303\050 zwei\n' > "$dir/bytes.de.gz"  # not gzip: zlib reads it as it is
+expect 1 "'$dir/bytes.de.gz': line 2 is not UTF-8 text (byte 1 of the line is 0xc3)" \
+  "$loom" translate --model "$dir/run" --input "$dir/bytes.de.gz"
+expect 1 "'$dir/bytes.de.gz': line 2 is not UTF-8 text" "$loom" bleu "$dir/bytes.de.gz" "$dir/val.en"
+# A study's corpus of blank files: the file is named.
+mkdir -p "$dir/blank" && for f in train.de train.en val.de val.en; do printf '\n \n' > "$dir/blank/$f"; done
+expect 1 "study: the train split '$dir/blank/train.de' has 2 lines, all blank" \
+  "$loom" study label-smoothing --data "$dir/blank" --out "$dir/blank-study"
 # `loom average`: one checkpoint is a bad command line; checkpoints of different
 # models are an error naming the file and the field, and write nothing.
 expect 2 "" "$loom" average --out "$dir/avgbad" "$dir/run/model.safetensors"

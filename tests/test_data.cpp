@@ -166,3 +166,22 @@ TEST_CASE("make_batches: Grouping::drawn changes the batches' companions at ever
   for (int call = 0; call < 2; ++call) make_batches(pairs, 64, 32, again);
   CHECK(companions(make_batches(pairs, 64, 32, again, Grouping::drawn)) == drawn);
 }
+
+TEST_CASE("UTF-8 as RFC 3629 has it: overlong forms, surrogates, code points past U+10FFFF and cut sequences refused") {
+  constexpr size_t ok = std::string_view::npos;
+  CHECK(invalid_utf8_at("plain ASCII") == ok);
+  CHECK(invalid_utf8_at("Gr\xC3\xBC\xC3\x9F"
+                        "e \xE2\x82\xAC \xF0\x9D\x84\x9E \xF4\x8F\xBF\xBF") == ok);  // ü ß € 𝄞 U+10FFFF
+  CHECK(invalid_utf8_at("\xFF\xFE\x80") == 0);
+  CHECK(invalid_utf8_at("ab\xC0\x80") == 2);         // overlong NUL
+  CHECK(invalid_utf8_at("a\xE0\x80\xAF") == 1);      // overlong '/'
+  CHECK(invalid_utf8_at("\xED\xA0\x80") == 0);       // a surrogate
+  CHECK(invalid_utf8_at("x\xF4\x90\x80\x80") == 1);  // past U+10FFFF
+  CHECK(invalid_utf8_at("\xE2\x82") == 0);           // cut short
+  CHECK(invalid_utf8_at("\xE2\x28\xA1") == 0);       // a bad continuation byte
+  const std::string path = (std::filesystem::temp_directory_path() / "loom_test_bad_utf8.txt").string();
+  std::ofstream(path, std::ios::binary) << "good\nGr\xC3\xBC\xC3\x9F"
+                                           "e\nbad \xC3\x28 line\n";
+  CHECK(error_of([&] { read_lines(path); }) == "'" + path + "': line 3 is not UTF-8 text (byte 5 of the line is 0xc3)");
+  std::remove(path.c_str());
+}

@@ -9,7 +9,9 @@
 // masked_fill, with gradients from .sum().backward().
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <functional>
 #include <string>
 #include <utility>
@@ -277,4 +279,28 @@ TEST_CASE("masked_fill errors: non-bool mask, mask that does not fit x") {
   message = error_of([&] { masked_fill(x, zeros({4}, {b8}), 1.0); });
   CHECK(contains(message, "masked_fill"));
   CHECK(contains(message, "[4]"));
+}
+
+TEST_CASE("NaN through relu and relu_dropout stays NaN, as in PyTorch; a fully masked softmax row is 0 (not NaN)") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {f32, f64}) {
+    // 40 elements: the vectorized loop and its tail
+    std::vector<double> v(40, -1.0);
+    v[3] = nan, v[37] = nan, v[5] = -0.0, v[6] = 2.0;
+    Tensor out = to_dtype(relu(to_dtype(from_vector<double>(v, {40}), dtype)), f64);
+    std::vector<double> r = out.to_vector<double>();
+    CHECK(std::isnan(r[3]));
+    CHECK(std::isnan(r[37]));
+    CHECK((r[5] == 0.0 && !std::signbit(r[5])));  // -0 gives +0
+    CHECK(r[6] == 2.0);
+    CHECK(r[0] == 0.0);
+    Tensor all_nan = relu_dropout(full({64}, nan, {dtype}), 0.5, true);  // kept: NaN; dropped: 0
+    const std::vector<double> d = to_dtype(all_nan, f64).to_vector<double>();
+    CHECK(std::count_if(d.begin(), d.end(), [](double x) { return std::isnan(x); }) > 0);
+    CHECK(std::count_if(d.begin(), d.end(), [](double x) { return x == 0.0; }) > 0);
+  }
+  // Every entry of a row masked: its weights are 0 (no key to attend to), a deliberate
+  // difference from PyTorch's NaN, so a fully padded row cannot poison a batch.
+  Tensor row = softmax(tensor({{-inf, -inf}, {0.0, 0.0}}), -1);
+  CHECK(row.to_vector<double>() == std::vector<double>{0.0, 0.0, 0.5, 0.5});
 }

@@ -11,10 +11,10 @@ namespace {
 
 constexpr int64_t kMaxLen = 64, kMaxTokens = 512;
 
-// A split of the study's German -> English corpus under --data.
+// A split of the study's German -> English corpus under --data (an empty or blank file is
+// named, as `loom train` names it).
 models::ParallelCorpus read_split(const StudyOptions& o, const std::string& split) {
-  return models::read_parallel(models::corpus_file(o.data, split, "de", "study"),
-                               models::corpus_file(o.data, split, "en", "study"));
+  return models::read_split(o.data, "de", "en", split, "study").corpus;
 }
 
 }  // namespace

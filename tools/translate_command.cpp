@@ -132,7 +132,10 @@ void run_translate(const TranslateOptions& o) {
 
   std::vector<std::string> lines;
   if (o.input.empty()) {
-    for (std::string line; std::getline(std::cin, line);) lines.push_back(line);
+    for (std::string line; std::getline(std::cin, line);) {
+      models::check_utf8(line, "stdin", static_cast<int64_t>(lines.size()) + 1);
+      lines.push_back(line);
+    }
   } else {
     lines = models::read_lines(o.input);
   }

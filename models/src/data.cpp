@@ -20,6 +20,12 @@ void SetMinLogLevel(int level);
 
 namespace loom::models {
 
+void check_utf8(std::string_view line, const std::string& source, int64_t number) {
+  const size_t bad = invalid_utf8_at(line);
+  LOOM_CHECK(bad == std::string_view::npos, "{}: line {} is not UTF-8 text (byte {} of the line is 0x{:02x})", source,
+             number, bad + 1, static_cast<unsigned char>(line[bad]));
+}
+
 LineReader::LineReader(std::string path) : path_(std::move(path)), buffer_(size_t{1} << 16) {
   file_ = gzopen(path_.c_str(), "rb");
   LOOM_CHECK(file_ != nullptr, "cannot open '{}': {}", path_, std::strerror(errno));
@@ -54,9 +60,13 @@ bool LineReader::next(std::string& line) {
     at_ += static_cast<size_t>(newline - start) + 1;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     ++lines_;
+    if (invalid_utf8_at(line) != std::string_view::npos) check_utf8(line, "'" + path_ + "'", lines_);
     return true;
   }
-  if (any && !line.empty()) ++lines_;  // a last line without its newline
+  if (any && !line.empty()) {  // a last line without its newline
+    ++lines_;
+    if (invalid_utf8_at(line) != std::string_view::npos) check_utf8(line, "'" + path_ + "'", lines_);
+  }
   return any && !line.empty();
 }
 

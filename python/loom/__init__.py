@@ -213,6 +213,10 @@ def pad(input, pad, mode="constant", value=0.0):
 def embedding(input, weight, padding_idx=None):
     """As torch.nn.functional.embedding: int64 or int32 ids; padding_idx None (none) or a row
     (negative counts from the end), which gets no gradient."""
+    if isinstance(input, Tensor) and isinstance(weight, Tensor) and input.dtype in (float32, float64, bfloat16) \
+            and weight.dtype in (int32, int64):
+        raise TypeError(f"loom.embedding(input, weight): input holds the ids and weight the table; got {input.dtype} "
+                        f"ids and an {weight.dtype} table (the arguments swapped?)")
     rows = weight.shape[0]
     if padding_idx is None:
         padding_idx = -1  # loom's C++ op: -1 is none

@@ -17,6 +17,19 @@ namespace loom::python {
 namespace {
 
 // A model folder: the Transformer (eval mode) and its SentencePiece vocabulary.
+// A Python str as UTF-8, or a TypeError/ValueError naming `what` (None, bytes, a lone
+// surrogate) instead of pybind11's signature list.
+std::string text_of(const py::handle& value, const std::string& what) {
+  if (!py::isinstance<py::str>(value)) throw py::type_error(what + " is " + type_name(value) + ", not str");
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    throw py::value_error(what + " is not valid Unicode text (it holds a lone surrogate)");
+  }
+  return std::string(utf8, static_cast<size_t>(size));
+}
+
 struct Translator {
   tools::ModelFolder folder;
 
@@ -170,16 +183,34 @@ void bind_models(py::module_& m) {
   py::class_<Translator>(models_module, "ModelFolder")
       .def_property_readonly(
           "model", [](Translator& t) { return t.folder.model.get(); }, py::return_value_policy::reference_internal)
-      .def("encode", [](const Translator& t, const std::string& text) { return t.folder.vocab->encode(text); })
+      .def("encode",
+           [](const Translator& t, const py::object& text) {
+             return t.folder.vocab->encode(text_of(text, "ModelFolder.encode: text"));
+           })
       .def("decode", [](const Translator& t, const std::vector<int64_t>& ids) { return t.folder.vocab->decode(ids); })
-      .def("translate", &Translator::translate, py::arg("sentences"), py::arg("beam") = 4, py::arg("alpha") = 0.6,
-           py::arg("extra_len") = 50, py::arg("horizon") = models::BeamOptions{}.horizon,
-           py::arg("ensemble") = std::vector<const Translator*>{}, Release(),
-           "beam search, as `loom translate` (horizon: as its --horizon; 0: the exact stopping bound); ensemble: "
-           "other model folders with this one's vocabulary, decoded together (the mean of their log-probabilities, "
-           "as `loom translate --model A --model B`)")
-      .def("attention", &Translator::attention, py::arg("source"), py::arg("target"),
-           "every layer's attention weights [heads, queries, keys] and the pieces they are over");
+      .def(
+          "translate",
+          [](Translator& t, const py::iterable& sentences, int64_t beam, double alpha, int64_t extra_len,
+             int64_t horizon, const std::vector<const Translator*>& ensemble) {
+            std::vector<std::string> texts;
+            for (const auto& sentence : sentences)
+              texts.push_back(text_of(sentence, fmt::format("ModelFolder.translate: sentence {}", texts.size())));
+            ReleasedCall during;  // the GIL released, Ctrl-C stops it
+            return t.translate(texts, beam, alpha, extra_len, horizon, ensemble);
+          },
+          py::arg("sentences"), py::arg("beam") = 4, py::arg("alpha") = 0.6, py::arg("extra_len") = 50,
+          py::arg("horizon") = models::BeamOptions{}.horizon, py::arg("ensemble") = std::vector<const Translator*>{},
+          "beam search, as `loom translate` (horizon: as its --horizon; 0: the exact stopping bound); ensemble: "
+          "other model folders with this one's vocabulary, decoded together (the mean of their log-probabilities, "
+          "as `loom translate --model A --model B`)")
+      .def(
+          "attention",
+          [](Translator& t, const py::object& source, const py::object& target) {
+            return t.attention(text_of(source, "ModelFolder.attention: source"),
+                               text_of(target, "ModelFolder.attention: target"));
+          },
+          py::arg("source"), py::arg("target"),
+          "every layer's attention weights [heads, queries, keys] and the pieces they are over");
   models_module.def(
       "load",
       [](const std::string& folder, bool verify_checksums) {

@@ -1,5 +1,6 @@
 """Layers, optimizers, the Transformer, and a model folder from `loom train`, from Python."""
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -126,3 +127,30 @@ def test_translate_refuses_out_of_range_arguments_by_name(trained_folder):
                              ({"beam": 0}, "beam must be in \\[1, 1000\\], got 0")]:
         with pytest.raises(ValueError, match=words):
             folder.translate(["Hund"], **arguments)
+
+
+def test_bad_text_and_damaged_files_are_named(trained_folder, tmp_path):
+    folder = loom.models.load(str(trained_folder))
+    with pytest.raises(TypeError, match="ModelFolder.translate: sentence 1 is NoneType, not str"):
+        folder.translate(["Hund", None])
+    with pytest.raises(ValueError, match="sentence 0 is not valid Unicode text \\(it holds a lone surrogate\\)"):
+        folder.translate(["Hund \ud800"])
+    with pytest.raises(TypeError, match="ModelFolder.attention: target is bytes, not str"):
+        folder.attention("Hund", b"dog")
+    # A flipped header byte: the error names the file, in printable text (it quoted raw bytes before).
+    damaged = tmp_path / "damaged"
+    shutil.copytree(trained_folder, damaged)
+    data = bytearray((damaged / "model.safetensors").read_bytes())
+    data[20] = 0xFF
+    (damaged / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(loom.Error) as error:
+        loom.models.load(str(damaged))
+    assert f"load_safetensors '{damaged}/model.safetensors': the JSON header is corrupt" in str(error.value)
+    # A flipped data byte: its tensor is named, and verify_checksums=False loads it anyway.
+    shutil.copytree(trained_folder, tmp_path / "flipped")
+    data = bytearray((tmp_path / "flipped" / "model.safetensors").read_bytes())
+    data[-1] ^= 1
+    (tmp_path / "flipped" / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(loom.Error, match="does not match its checksum"):
+        loom.models.load(str(tmp_path / "flipped"))
+    assert loom.models.load(str(tmp_path / "flipped"), verify_checksums=False).translate(["Hund"], beam=1)

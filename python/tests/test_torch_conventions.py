@@ -133,6 +133,9 @@ def test_embedding_padding_idx_and_int32_ids_as_in_pytorch():
         close(lw.grad, tw.grad)
     with pytest.raises(ValueError, match="padding_idx 4 is outside"):
         loom.embedding(loom.tensor(ids), loom.tensor(weight), padding_idx=4)
+    with pytest.raises(TypeError, match="input holds the ids and weight the table; got .*float64 ids and an .*int64 "
+                                        "table \\(the arguments swapped\\?\\)"):
+        loom.embedding(loom.tensor(weight), loom.tensor(ids))
     layer = loom.nn.Embedding(4, 3, padding_idx=-1)
     layer(loom.tensor(ids)).sum().backward()
     assert layer.weight.grad.tolist()[3] == [0.0, 0.0, 0.0] and layer.weight.grad.tolist()[0] == [1.0, 1.0, 1.0]

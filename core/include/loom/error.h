@@ -6,11 +6,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "loom/utf8.h"
+
 namespace loom {
 
+// Its message is UTF-8 whatever it quotes (a damaged file's bytes become \xNN), so that
+// a terminal and Python (loom.Error) print it.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(printable_utf8(what)) {}
 };
 
 template <typename... Args>

@@ -15,6 +15,7 @@
 #include "loom/byte_hash.h"
 #include "loom/random.h"
 #include "loom/tensor.h"
+#include "loom/utf8.h"
 
 namespace sentencepiece {
 class SentencePieceProcessor;
@@ -22,8 +23,14 @@ class SentencePieceProcessor;
 
 namespace loom::models {
 
+// An error naming `source` and the line unless `line` (1-based `number`) is UTF-8: every
+// command reads text by this one rule (SentencePiece and JSON would take bad bytes apart
+// or refuse them later, far from the file).
+void check_utf8(std::string_view line, const std::string& source, int64_t number);
+
 // A text file line by line, gzip-compressed or not (zlib reads both), without
-// the line endings and without holding more than a buffer of it. Errors name the file.
+// the line endings and without holding more than a buffer of it; each line must be
+// UTF-8. Errors name the file (and the line).
 class LineReader {
  public:
   explicit LineReader(std::string path);

@@ -73,10 +73,11 @@ struct Tanh {
     return tanh(a);
   }
 };
+// NaN stays NaN, as in PyTorch: a diverged activation must not pass for 0. -0 gives +0.
 struct Relu {
   template <typename T>
   LOOM_HD T operator()(T a) const {
-    return a > T(0) ? a : T(0);
+    return a > T(0) || a != a ? a : T(0);
   }
 };
 // 1 where x > 0, else 0: the derivative of relu (taken as 0 at the kink).
