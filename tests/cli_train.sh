@@ -66,4 +66,27 @@ grep -q "^loom: error: train: the training loss is nan at step 10 (learning rate
   "$dir/err.txt" || { cat "$dir/err.txt"; fail "the divergence error does not name the step and the checkpoint kept"; }
 cmp -s "$dir/good/model.safetensors" "$dir/diverged/model.safetensors" ||
   fail "the diverged run changed the checkpoint of step 7"
-echo "cli_train: SIGINT saved at step $stopped_at, the resumed run printed the same 30 steps; --resume checks; divergence kept step 7"
+
+# --progress: auto draws the bar on a terminal (here a pty from `script`) but not under a
+# launcher (mpirun and Slurm give ranks a pty whose output goes to a log); bar draws it into a
+# file; off prints no step lines (the validation line stays).
+progress_run() {  # progress_run <name> <env...> -- <train flags...>: the run's output, as a terminal saw it
+  local name=$1; shift
+  local envs=(); while [[ $1 != -- ]]; do envs+=("$1"); shift; done; shift
+  script -qec "env ${envs[*]} '$loom' train ${common[*]} --out '$dir/$name' --max-steps 3 $*" /dev/null \
+    > "$dir/$name.log" 2>&1 < /dev/null || { cat "$dir/$name.log"; fail "--progress $name: the run failed"; }
+}
+escape=$'\033[2K'
+progress_run tty LOOM_NONE=1 --
+grep -qF "$escape" "$dir/tty.log" || fail "--progress auto on a terminal drew no bar"
+progress_run launcher SLURM_PROCID=0 --
+! grep -qF "$escape" "$dir/launcher.log" || fail "--progress auto under a launcher drew the bar into its log"
+grep -qE '^step +3  epoch ' "$dir/launcher.log" || { cat "$dir/launcher.log"; fail "no plain step lines under a launcher"; }
+progress_run lines LOOM_NONE=1 -- --progress lines
+! grep -qF "$escape" "$dir/lines.log" || fail "--progress lines drew a bar"
+"$loom" train "${common[@]}" --out "$dir/bar" --max-steps 3 --progress bar > "$dir/bar.log" 2>&1 || fail "--progress bar failed"
+grep -qF "$escape" "$dir/bar.log" || fail "--progress bar drew no bar into a file"
+"$loom" train "${common[@]}" --out "$dir/off" --max-steps 3 --progress off > "$dir/off.log" 2>&1 || fail "--progress off failed"
+! grep -qE '^step +[0-9]+  epoch ' "$dir/off.log" || { cat "$dir/off.log"; fail "--progress off printed step lines"; }
+grep -qE '^step +3: validation loss' "$dir/off.log" || { cat "$dir/off.log"; fail "--progress off dropped the validation line"; }
+echo "cli_train: SIGINT saved at step $stopped_at, the resumed run printed the same 30 steps; --resume checks; divergence kept step 7; --progress auto/lines/bar/off"

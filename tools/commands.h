@@ -37,8 +37,10 @@ void add_device_option(CLI::App& cmd, std::string& device);
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
 void add_data_command(CLI::App& app);  // `data prepare` (tools/data_command.cpp)
-// Shows a store's preparation: its messages on stdout, a bar with pairs/s on a terminal.
-void show_preparation(models::PrepareOptions& how);
+// --progress auto|bar|lines|off (tools/progress.h's ProgressMode), the name kept in `progress`.
+void add_progress_option(CLI::App& cmd, std::string& progress);
+// Shows a store's preparation: its messages on stdout, a bar with pairs/s as `progress` says.
+void show_preparation(models::PrepareOptions& how, const std::string& progress);
 void add_train_command(CLI::App& app, int& exit_code);  // exit_code: 128 + signal when interrupted
 void add_translate_commands(CLI::App& app);             // translate, bleu
 void add_average_command(CLI::App& app);

@@ -11,19 +11,21 @@
 
 namespace loom::tools {
 
-void show_preparation(models::PrepareOptions& how) {
+void show_preparation(models::PrepareOptions& how, const std::string& progress) {
   struct Shown {
     std::optional<ProgressBar> bar;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   };
   auto shown = std::make_shared<Shown>();
+  const ProgressMode mode = progress_mode(progress);
   how.message = [shown](const std::string& line) {
     if (shown->bar) shown->bar->finish(), shown->bar.reset();
     fmt::print("{}\n", line);
     std::fflush(stdout);
   };
-  how.progress = [shown](int64_t done, int64_t total) {
-    if (!shown->bar) shown->bar.emplace(total), shown->start = std::chrono::steady_clock::now();
+  if (mode == ProgressMode::off || mode == ProgressMode::lines) return;  // the messages alone
+  how.progress = [shown, mode](int64_t done, int64_t total) {
+    if (!shown->bar) shown->bar.emplace(total, stdout, mode), shown->start = std::chrono::steady_clock::now();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - shown->start).count();
     shown->bar->update(done, fmt::format("encoded {} pairs, {:.0f} pairs/s", done, done / std::max(seconds, 1e-9)));
   };
@@ -38,6 +40,7 @@ void add_data_command(CLI::App& app) {
       "sample, every pair as ids, the validation split beside them)");
   auto o = std::make_shared<models::PrepareOptions>();
   auto threads = std::make_shared<int>(2);
+  auto progress = std::make_shared<std::string>("auto");
   cmd->add_option("--data", o->data, "folder with train.<lang>[.gz] (and val.<lang>[.gz], copied into the store)")
       ->required();
   cmd->add_option("--src", o->src, "source language")->capture_default_str();
@@ -63,10 +66,11 @@ void add_data_command(CLI::App& app) {
   cmd->add_flag("--drop-empty", o->drop_empty, "drop pairs with a blank side");
   cmd->add_flag("--drop-duplicates", o->drop_duplicates, "drop a pair seen before (both sides the same)");
   add_threads_option(*cmd, *threads);
-  cmd->callback([o, threads] {
+  add_progress_option(*cmd, *progress);
+  cmd->callback([o, threads, progress] {
     use_threads(*threads);
     models::PrepareOptions how = *o;
-    show_preparation(how);
+    show_preparation(how, *progress);
     models::prepare_store(how);
   });
 }

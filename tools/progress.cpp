@@ -4,12 +4,28 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/core.h>
 
 namespace loom::tools {
 
-ProgressBar::ProgressBar(int64_t total, std::FILE* stream) : ProgressBar(total, stream, ::isatty(::fileno(stream))) {}
+ProgressMode progress_mode(std::string_view name) {
+  for (size_t i = 0; i < kProgressModeNames.size(); ++i)
+    if (kProgressModeNames[i] == name) return static_cast<ProgressMode>(i);
+  return ProgressMode::automatic;  // CLI11 has checked the name
+}
+
+bool under_launcher() {
+  for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (std::getenv(variable) != nullptr) return true;
+  return false;
+}
+
+ProgressBar::ProgressBar(int64_t total, std::FILE* stream, ProgressMode mode)
+    : ProgressBar(total, stream,
+                  mode == ProgressMode::bar ||
+                      (mode == ProgressMode::automatic && ::isatty(::fileno(stream)) && !under_launcher())) {}
 
 ProgressBar::ProgressBar(int64_t total, std::FILE* stream, bool terminal)
     : stream_(stream), terminal_(terminal), total_(total), start_(std::chrono::steady_clock::now()) {}

@@ -3,17 +3,29 @@
 // library; this is the small one). On a terminal it redraws one line in place
 // (at most 10 times a second); elsewhere (a log file, a pipe) it draws nothing
 // and only the lines given to print() appear, so logs stay plain text.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace loom::tools {
+
+// How progress shows (--progress): auto (a bar on a terminal, plain lines elsewhere and
+// under a launcher), a bar, plain lines, or off (no bar and no periodic lines; the
+// other messages still print).
+enum class ProgressMode { automatic, bar, lines, off };
+inline constexpr std::array<std::string_view, 4> kProgressModeNames = {"auto", "bar", "lines", "off"};
+ProgressMode progress_mode(std::string_view name);  // one of kProgressModeNames
+// Whether this process is a rank started by a launcher (Open MPI, PMI/PMIx, Slurm): they
+// give ranks a pseudo-terminal even when the job's output goes to a log file.
+bool under_launcher();
 
 class ProgressBar {
  public:
   // total: the number of units the loop will do (0: unknown, no bar or ETA).
-  ProgressBar(int64_t total, std::FILE* stream = stdout);
+  ProgressBar(int64_t total, std::FILE* stream = stdout, ProgressMode mode = ProgressMode::automatic);
   ProgressBar(int64_t total, std::FILE* stream, bool terminal);  // terminal forced (tests)
   ~ProgressBar() { finish(); }
 

@@ -45,7 +45,7 @@ struct TrainOptions {
   int64_t d_model = 0, d_ff = 0, heads = 0, layers = 0;            // 0: the preset's
   // This process's own.
   int threads = 2;
-  std::string device = "cpu", communicator = "auto";
+  std::string device = "cpu", communicator = "auto", progress = "auto";
   models::TrainerOptions t;  // its rows: models::TrainerOptions::fields()
 };
 
@@ -329,6 +329,7 @@ int64_t estimated_steps(const TrainOptions& o, const models::PairSource& train, 
 
 MonitorOptions monitor_options(const TrainOptions& o, int64_t total, const models::TransformerConfig& config) {
   return {.out = o.out,
+          .progress = progress_mode(o.progress),
           .log_every = o.t.log_every,
           .total_steps = total,
           .append = !o.resume.empty(),
@@ -495,7 +496,7 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
   std::shared_ptr<const models::CorpusStore> store;
   if (main_rank) {
     models::PrepareOptions how{.data = o.data, .src = o.src, .tgt = o.tgt, .vocab = o.vocab};
-    show_preparation(how);
+    show_preparation(how, o.progress);
     store = models::prepare_run_corpus(o.out, how, !o.resume.empty());
   }
   comm.barrier();  // the other ranks map the store and read the vocabulary rank 0 prepared
@@ -560,6 +561,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_fields(*cmd, o->t, models::TrainerOptions::fields());
   add_threads_option(*cmd, o->threads);
   add_device_option(*cmd, o->device);
+  add_progress_option(*cmd, o->progress);
   cmd->add_option("--communicator", o->communicator,
                   "how ranks exchange gradients: auto (mpi under mpirun, else one process), mpi, or nccl (each rank "
                   "on its own GPU, --device cuda; the ranks still come from mpirun)")

@@ -73,7 +73,7 @@ TrainingMonitor::TrainingMonitor(const nn::Module& model, MonitorOptions options
       path_(options_.out + "/metrics.jsonl"),
       start_(std::chrono::steady_clock::now()),
       window_start_(start_),
-      bar_(options_.total_steps) {
+      bar_(options_.total_steps, stdout, options_.progress) {
   std::map<std::string, size_t> index;
   for (const auto& [name, param] : model.named_parameters()) {
     params_.push_back(param);
@@ -174,11 +174,12 @@ void TrainingMonitor::step_done(const models::StepReport& r) {
           {"rss_bytes", rss},
           {"peak_rss_bytes", peak_rss},
           {"time_s", std::chrono::duration<double>(now - start_).count()}});
-  bar_.print(
-      fmt::format("step {:6d}  epoch {:3d}  loss {:.4f}  lr {:.2e}  grad-norm {:.3f}  {:.0f} target tokens/s  "
-                  "memory: peak {:.0f} MiB, cached {:.0f} MiB, RSS {:.0f} MiB",
-                  step, epoch, mean_loss, lr, global_norm_, tokens_per_s, memory.peak_bytes_in_use / 1048576.0,
-                  memory.bytes_cached / 1048576.0, rss / 1048576.0));
+  if (options_.progress != ProgressMode::off)
+    bar_.print(
+        fmt::format("step {:6d}  epoch {:3d}  loss {:.4f}  lr {:.2e}  grad-norm {:.3f}  {:.0f} target tokens/s  "
+                    "memory: peak {:.0f} MiB, cached {:.0f} MiB, RSS {:.0f} MiB",
+                    step, epoch, mean_loss, lr, global_norm_, tokens_per_s, memory.peak_bytes_in_use / 1048576.0,
+                    memory.bytes_cached / 1048576.0, rss / 1048576.0));
   captured_ = false;
   window_tokens_ = window_reduce_seconds_ = window_communication_seconds_ = 0;
   window_steps_ = 0;

@@ -32,6 +32,7 @@ namespace loom::tools {
 
 struct MonitorOptions {
   std::string out;                                     // the run folder
+  ProgressMode progress = ProgressMode::automatic;     // the bar, and (unless off) a line every log_every steps
   int64_t log_every = 100;                             // steps between lines
   int64_t total_steps = 0;                             // for the bar and ETA (0: unknown)
   bool append = false;                                 // a resumed run: keep the file's earlier lines
