@@ -5,8 +5,7 @@ namespace loom {
 
 Tensor div(const Tensor& a, const Tensor& b, Where where) {
   // True division, as PyTorch's: integers and bools divide as the default float dtype.
-  const DType result = detail::result_type(a, b);
-  const DType quotient = is_floating(result) ? result : DType::f32;
+  const DType quotient = detail::floating_result_type(a, b);
   if (a.dtype() != quotient || b.dtype() != quotient) return detail::call_promoted(div, a, b, quotient, where);
   CallSite site(where);
   Tensor out = detail::binary_op("div", a, b, detail::DTypes::numeric);

@@ -6,11 +6,8 @@
 namespace loom {
 
 Tensor pow(const Tensor& x, const Tensor& exponent, Where where) {
-  const DType common = detail::result_type(x, exponent);
-  const DType power = is_floating(common) ? common : DType::f32;  // integer powers are not computed exactly here
-  if (x.dtype() != power || exponent.dtype() != power) {
-    return pow(to_dtype(x, power), to_dtype(exponent, power), where);
-  }
+  const DType power = detail::floating_result_type(x, exponent);  // integer powers are computed in float32
+  if (x.dtype() != power || exponent.dtype() != power) return detail::call_promoted(pow, x, exponent, power, where);
   CallSite site(where);
   Tensor out = detail::binary_op("pow_tensor", x, exponent, detail::DTypes::floating);
   return record(

@@ -22,6 +22,11 @@ DType result_type(const Tensor& a, const Tensor& b) {
   return promote_types(a.dtype(), b.dtype());
 }
 
+DType floating_result_type(const Tensor& a, const Tensor& b) {
+  const DType result = result_type(a, b);
+  return is_floating(result) ? result : DType::f32;
+}
+
 Tensor call_promoted(BinaryFn op, const Tensor& a, const Tensor& b, DType dtype, Where where) {
   return op(to_dtype(a, dtype), to_dtype(b, dtype), where);
 }

@@ -45,6 +45,9 @@ inline void check_same_kind(std::string_view op, const Tensor& a, const Tensor& 
 // floating) wins; within one kind the wider dtype, where a 0-d operand (a Python
 // number) gives way to a dimensioned one, so x_f32 * 0-d f64 stays float32.
 DType result_type(const Tensor& a, const Tensor& b);
+// result_type, or float32 (PyTorch's default dtype) where that is an integer or bool:
+// what true division and a tensor power compute in.
+DType floating_result_type(const Tensor& a, const Tensor& b);
 // op(a, b) with both cast to `dtype` by to_dtype, so each gradient comes back in its
 // operand's dtype. The arithmetic ops start with it when their operands' dtypes differ.
 using BinaryFn = Tensor (*)(const Tensor&, const Tensor&, Where);
