@@ -2,7 +2,7 @@
 # Data-parallel training costs (issue 24), one thread per rank:
 #   bench/dp.sh               loom's all-reduce (Reduce::exact, Reduce::fast) against Open MPI's own
 #                             MPI_Allreduce on the same float32 buffers, 4 KiB to 100 MiB, 2 ranks
-#   bench/dp.sh --ranks 4     at 4 ranks (a power of two: the exact tree needs one)
+#   bench/dp.sh --ranks 4     at 4 ranks (any number: 3 has subtrees that straddle ranks)
 #   bench/dp.sh --rounds 90   more alternated rounds (default 30; sizes over 4 MiB take a third)
 #   bench/dp.sh --train       then training: the small preset on Multi30k, STEPS updates (default 40)
 #                             of 2 micro-batches, 1 process x 2 threads against 2 ranks x 1 thread,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel `loom train` under mpiexec: the same global batch on 1 process
 # (--accum 4 --reduce exact), 2 ranks (--accum 2) and 4 ranks (--accum 1) prints the
-# same steps and writes a bit-identical model, also when stopped and resumed on another
+# same steps and writes a bit-identical model (3 ranks too, against --accum 3 and 6), also when stopped and resumed on another
 # number of ranks; ranks started with different flags are refused with the value named,
 # and an error on one rank or a killed one ends the job, never a hang.
 #   tests/cli_data_parallel.sh <path to the loom binary> <path to mpiexec>
@@ -53,6 +53,32 @@ ranks4 4 25 on
 buckets-on 2 0.004 on
 buckets-off 2 0.004 off
 CASES
+
+# Any number of ranks: 3 ranks of 1 and of 2 micro-batches per update (then subtrees
+# of the tree straddle ranks) write 1 process's model with --accum 3 and 6; --reduce
+# fast at 3 ranks trains too, and prints the same losses (they are summed exactly).
+for accum in 1 2; do
+  global=$((3 * accum))
+  mkdir "$dir/one-$global" "$dir/ranks3-$accum"
+  cp -r "$dir"/one/corpus "$dir/one-$global"/
+  cp -r "$dir"/one/corpus "$dir/ranks3-$accum"/
+  "$loom" train "${common[@]}" --out "$dir/one-$global" --accum $global --reduce exact > "$dir/one-$global.log" 2>&1 ||
+    { cat "$dir/one-$global.log"; fail "1 process with --accum $global failed"; }
+  timeout 60 "${mpiexec[@]}" -n 3 "$loom" train "${common[@]}" --out "$dir/ranks3-$accum" --accum $accum \
+    < /dev/null > "$dir/ranks3-$accum.log" 2>&1 || { cat "$dir/ranks3-$accum.log"; fail "3 ranks x $accum failed"; }
+  diff <(steps "$dir/one-$global.log") <(steps "$dir/ranks3-$accum.log") > "$dir/diff.txt" ||
+    { cat "$dir/diff.txt"; fail "3 ranks x $accum printed other steps than 1 process with --accum $global"; }
+  cmp "$dir/one-$global/model.safetensors" "$dir/ranks3-$accum/model.safetensors" ||
+    fail "3 ranks x $accum wrote another model than 1 process with --accum $global"
+done
+mkdir "$dir/ranks3-fast"
+cp -r "$dir"/one/corpus "$dir/ranks3-fast"/
+timeout 60 "${mpiexec[@]}" -n 3 "$loom" train "${common[@]}" --out "$dir/ranks3-fast" --accum 1 --reduce fast \
+  < /dev/null > "$dir/ranks3-fast.log" 2>&1 || { cat "$dir/ranks3-fast.log"; fail "3 ranks with --reduce fast failed"; }
+grep -q "^data parallel: 3 ranks (mpi), fast reduction, 1 micro-batches per rank per update$" "$dir/ranks3-fast.log" ||
+  { cat "$dir/ranks3-fast.log"; fail "3 ranks with --reduce fast: no 'data parallel' line"; }
+[[ $(steps "$dir/ranks3-fast.log" | head -1 | cut -d' ' -f3) == $(steps "$dir/one-3.log" | head -1 | cut -d' ' -f3) ]] ||
+  fail "3 ranks with --reduce fast: step 1's loss is not 1 process's"
 
 # A rank started with another option (MPMD syntax): refused at start-up, naming it
 # and both values; --max-steps too (ranks that stop apart would hang in a collective).

@@ -1,6 +1,6 @@
 // dist: the tree sum's shape, the self backend, and the "ranks:" cases, which ctest
-// runs again under mpiexec at 2, 3 and 4 ranks: the exact all-reduce must give the
-// bits of one process's tree_sum over all micro-batches at every world size.
+// runs again under mpiexec at 2 to 6 ranks: the exact all-reduce must give the bits
+// of one process's tree_sum over all micro-batches at every world size.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -116,21 +116,42 @@ TEST_CASE("tree_sum: left halves take the middle, and subtrees add before their 
   CHECK(same_bits(sum, one[0]));
 }
 
-TEST_CASE("tree_sum: every rank's block is a subtree, joined by the balanced tree over ranks") {
+TEST_CASE("tree_sum: a rank's block is its largest subtrees, and the tree above them gives tree_sum's bits") {
+  // 3 ranks of 2: ((g0 + g1) + g2) + ((g3 + g4) + g5): rank 1's g2 and g3 sit in two subtrees.
+  CHECK(largest_subtrees(6, {2, 4}) == std::vector<LeafRange>{{2, 3}, {3, 4}});
+  CHECK(largest_subtrees(6, {0, 2}) == std::vector<LeafRange>{{0, 2}});
+  CHECK(largest_subtrees(8, {4, 6}) == std::vector<LeafRange>{{4, 6}});  // a power of two: one subtree each
+  CHECK(largest_subtrees(7, {0, 7}) == std::vector<LeafRange>{{0, 7}});
   for (int64_t per_rank : {1, 2, 3, 5}) {
-    for (int ranks : {2, 4, 8}) {
+    for (int ranks : {2, 3, 4, 5, 6, 8}) {
       CAPTURE(per_rank);
       CAPTURE(ranks);
-      const std::vector<Tensor> grads = micro_batches(per_rank * ranks, 101, f32);
-      std::vector<Tensor> level;
-      for (int r = 0; r < ranks; ++r)
-        level.push_back(tree_sum({grads.begin() + r * per_rank, grads.begin() + (r + 1) * per_rank}));
-      while (level.size() > 1) {  // ((r0 + r1) + (r2 + r3)): what the exact all-reduce computes
-        std::vector<Tensor> next;
-        for (size_t i = 0; i < level.size(); i += 2) next.push_back(add<float>(level[i], level[i + 1]));
-        level = next;
+      const int64_t count = per_rank * ranks;
+      const std::vector<Tensor> grads = micro_batches(count, 101, f32);
+      // Each rank's subtree sums, as its accumulator makes them; then the tree above them.
+      std::vector<std::pair<LeafRange, Tensor>> leaves;
+      for (int r = 0; r < ranks; ++r) {
+        const LeafRange block{r * per_rank, (r + 1) * per_rank};
+        TreeAccumulator mine(count, block);
+        for (int64_t g = block.lo; g < block.hi; ++g) mine.add(grads[g]);
+        const std::vector<LeafRange> ranges = largest_subtrees(count, block);
+        const std::vector<Tensor> sums = mine.subtree_sums();
+        REQUIRE(sums.size() == ranges.size());
+        CHECK(ranges.front().lo == block.lo);
+        CHECK(ranges.back().hi == block.hi);
+        if (std::has_single_bit(static_cast<unsigned>(ranks))) CHECK(ranges.size() == 1);
+        for (size_t j = 0; j < sums.size(); ++j) {
+          CHECK(same_bits(sums[j], reference_tree<float>(grads, ranges[j].lo, ranges[j].hi)));
+          leaves.emplace_back(ranges[j], sums[j]);
+        }
       }
-      CHECK(same_bits(level[0], tree_sum(grads)));
+      const std::function<Tensor(int64_t, int64_t)> above = [&](int64_t lo, int64_t hi) {
+        for (const auto& [range, sum] : leaves)
+          if (range == LeafRange{lo, hi}) return sum;
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        return add<float>(above(lo, mid), above(mid, hi));
+      };
+      CHECK(same_bits(above(0, count), tree_sum(grads)));
     }
   }
 }
@@ -160,6 +181,24 @@ TEST_CASE("tree_sum: the last micro-batch finished in pieces has the bits of add
       sum.finish_range(piece, begin, piece);
     }
     CHECK(same_bits(last, tree_sum(grads)));
+  }
+  // A rank's block of a tree: the pieces of each subtree sum, the last one's in place.
+  const std::vector<Tensor> grads = micro_batches(6, 50, f64);
+  for (LeafRange block : {LeafRange{2, 4}, LeafRange{4, 6}, LeafRange{1, 6}}) {
+    CAPTURE(block.lo);
+    TreeAccumulator mine(6, block), whole(6, block);
+    for (int64_t g = block.lo; g < block.hi; ++g) whole.add(grads[g]);
+    for (int64_t g = block.lo; g + 1 < block.hi; ++g) mine.add(grads[g]);
+    const std::vector<Tensor> expected = whole.subtree_sums();
+    Tensor last = tensor_of(grads[block.hi - 1].to_vector<double>());
+    for (auto [begin, n] : {std::pair<int64_t, int64_t>{0, 20}, {20, 30}}) {
+      Tensor piece = Tensor::make_view(last, {n}, {1}, begin);
+      const std::vector<Tensor> sums = mine.finish_range(piece, begin, piece);
+      REQUIRE(sums.size() == expected.size());
+      CHECK(sums.back().raw_data() == piece.raw_data());
+      for (size_t j = 0; j < sums.size(); ++j)
+        CHECK(same_bits(sums[j], Tensor::make_view(expected[j], {n}, {1}, begin)));
+    }
   }
   TreeAccumulator early(3);
   early.add(random_tensor(4, f32, 1));
@@ -295,27 +334,45 @@ TEST_CASE("ranks: the exact all-reduce has the bits of one process's tree_sum, a
   const int rank = comm->rank(), world = comm->world_size();
   MESSAGE("backend ", comm->backend_name(), ", rank ", rank, " of ", world);
   for (DType dtype : {f32, f64}) {
-    for (int64_t total : {8, 12}) {
-      for (int64_t n : {10007, 3, 0}) {  // more, fewer and no elements than ranks
+    for (int64_t per_rank : {1, 2, 3}) {  // 2 at 3 ranks: subtrees straddle ranks
+      for (int64_t n : {10007, 3, 0}) {   // more, fewer and no elements than ranks
         CAPTURE(dtype_name(dtype));
-        CAPTURE(total);
+        CAPTURE(per_rank);
         CAPTURE(n);
+        const int64_t total = per_rank * world;
         const std::vector<Tensor> all = micro_batches(total, n, dtype);
         const Tensor expected = tree_sum(all);
-        const int64_t per_rank = total / world;
         const std::vector<Tensor> mine(all.begin() + rank * per_rank, all.begin() + (rank + 1) * per_rank);
         CHECK(same_bits(sum_micro_batches(*comm, mine), expected));
-        Tensor local = tree_sum(mine);  // the same in two calls
+        // The same in two calls: the rank's subtrees, then all_reduce_tree into the last.
+        TreeAccumulator tree(total, {rank * per_rank, (rank + 1) * per_rank});
+        for (const Tensor& g : mine) tree.add(g);
+        std::vector<Tensor> sums = tree.subtree_sums();
+        comm->all_reduce_tree(sums, per_rank, sums.back());
+        CHECK(same_bits(sums.back(), expected));
+        // all_reduce_sum's exact mode: the tree over ranks of each rank's own sum.
+        std::vector<Tensor> rank_sums;
+        for (int r = 0; r < world; ++r)
+          rank_sums.push_back(tree_sum({all.begin() + r * per_rank, all.begin() + (r + 1) * per_rank}));
+        Tensor local = tree_sum(mine);
         comm->all_reduce_sum(local);
-        CHECK(same_bits(local, expected));
+        CHECK(same_bits(local, tree_sum(rank_sums)));
         // The library's own order: close, not necessarily the same bits.
         Tensor fast = tree_sum(mine);
         comm->all_reduce_sum(fast, Reduce::fast);
+        // Two orders of `total` additions differ by at most 2 (total - 1) rounding errors
+        // of the sum of magnitudes (Higham's bound for recursive summation, twice).
         const std::vector<double> a = fast.to_vector<double>(), b = expected.to_vector<double>();
+        std::vector<double> magnitude(a.size());
+        for (const Tensor& g : all) {
+          const std::vector<double> v = g.to_vector<double>();
+          for (size_t i = 0; i < v.size(); ++i) magnitude[i] += std::abs(v[i]);
+        }
+        const double unit = dtype == f32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
         double worst = 0;
-        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / (1 + std::abs(b[i])));
-        CHECK(worst <= 1e-5);
-        if (n > 1000 && dtype == f32) {  // the data are such that the order shows in the bits
+        for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / magnitude[i]);
+        CHECK(worst <= 2 * (total - 1) * unit * 1.01);
+        if (n > 1000 && dtype == f32 && total >= 4) {  // the order shows in the bits (3: the same order)
           Tensor running = all[0];
           for (int64_t i = 1; i < total; ++i) running = add<float>(running, all[i]);
           CHECK_FALSE(same_bits(running, expected));
@@ -408,20 +465,26 @@ TEST_CASE("ranks: wrong arguments are named errors on every rank, and the ranks 
   comm->barrier();
 }
 
-TEST_CASE("ranks: the exact mode needs a power-of-two world size; fast takes any") {
+TEST_CASE("ranks: all_reduce_tree names a rank's wrong subtree sums; the ranks go on") {
   auto comm = make_communicator("auto");
-  const int world = comm->world_size();
-  Tensor ones = tensor_of(std::vector<float>(7, 1.0f));
-  if (std::has_single_bit(static_cast<unsigned>(world))) {
-    comm->all_reduce_sum(ones);
+  const int rank = comm->rank(), world = comm->world_size();
+  const int64_t per_rank = 2;
+  TreeAccumulator tree(per_rank * world, {rank * per_rank, (rank + 1) * per_rank});
+  for (const Tensor& g : micro_batches(per_rank, 5, f32)) tree.add(g);
+  std::vector<Tensor> sums = tree.subtree_sums();
+  const size_t held = sums.size();
+  std::vector<Tensor> one_more = sums;
+  one_more.push_back(sums.back());
+  const std::string error =
+      error_of([&] { comm->all_reduce_tree(rank == 0 ? one_more : sums, per_rank, sums.back()); });
+  if (rank == 0) {
+    CHECK(error == fmt::format("all_reduce_tree: rank 0 holds {} subtree sums; its 2 micro-batches of {} make {}",
+                               held + 1, 2 * world, held));
   } else {
-    CHECK(error_of([&] { comm->all_reduce_sum(ones); }) ==
-          fmt::format("all_reduce: the exact reduction needs a power-of-two number of ranks, not {} (Reduce::fast "
-                      "takes any)",
-                      world));
-    CHECK(error_of([&] { sum_micro_batches(*comm, {ones}); }).starts_with("sum_micro_batches: the exact reduction"));
-    comm->all_reduce_sum(ones, Reduce::fast);
+    CHECK(error == "all_reduce_tree: rank 0 refused its arguments (its own error says why)");
   }
+  Tensor ones = tensor_of(std::vector<float>(7, 1.0f));
+  comm->all_reduce_sum(ones);
   CHECK(ones.to_vector<float>() == std::vector<float>(7, static_cast<float>(world)));
 }
 
@@ -468,7 +531,7 @@ TEST_CASE("ranks: GradientReducer sums the hooked gradients in buckets with tree
   const int rank = comm->rank(), world = comm->world_size();
   std::vector<Tensor> params;
   for (int64_t n : kParameterSizes) params.push_back(Tensor::empty({n}, {f32}).requires_grad_());
-  for (int64_t per_rank : {1, 5}) {  // 5: two partial sums before the last micro-batch
+  for (int64_t per_rank : {1, 2, 5}) {  // 5: two partial sums before the last micro-batch
     const int64_t total = per_rank * world;
     // With several, the update's last micro-batch is missing (an epoch's end): its rank adds zeros.
     auto missing = [&](int64_t g) { return total > 1 && g == total - 1; };

@@ -1,6 +1,5 @@
 #include "loom/dist/communicator.h"
 
-#include <bit>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -22,13 +21,6 @@ std::string show_mode(int64_t value) { return std::string(reduce_name(static_cas
 Agreed count_of(std::string_view what, const Tensor& t) { return {what, t.defined() ? t.numel() : 0}; }
 Agreed dtype_of(const Tensor& t) { return {"dtype", t.defined() ? static_cast<int64_t>(t.dtype()) : 0, show_dtype}; }
 Agreed mode_of(Reduce mode) { return {"reduce mode", static_cast<int64_t>(mode), show_mode}; }
-
-// The exact tree pairs rank r with r ^ 1, r ^ 2, r ^ 4, ...
-std::string exact_problem(std::string_view op, Reduce mode, int world) {
-  if (mode != Reduce::exact || std::has_single_bit(static_cast<unsigned>(world))) return {};
-  return fmt::format("{}: the exact reduction needs a power-of-two number of ranks, not {} (Reduce::fast takes any)",
-                     op, world);
-}
 
 // The first problem of several, "" when none.
 // reduce_scatter's input and all_gather's output (the "whole") hold `world` parts the
@@ -124,24 +116,49 @@ void Communicator::agree(std::string_view op, std::string_view local_problem, st
 
 void Communicator::all_reduce_sum(Tensor& t, Reduce mode) {
   constexpr std::string_view op = "all_reduce";
-  agree(op,
-        first_of({detail::tensor_problem(op, "the tensor", t, true, device()), exact_problem(op, mode, world_size())}),
+  agree(op, detail::tensor_problem(op, "the tensor", t, true, device()),
         {count_of("element count", t), dtype_of(t), mode_of(mode)});
   KernelScope touches_memory;  // a collective reads and writes its tensors as a kernel does (a GPU's too)
   if (mode == Reduce::exact) {
     Tensor host = on_host(t);
-    detail::exact_all_reduce(*this, host);
+    detail::exact_all_reduce(*this, std::span<const Tensor>(&host, 1), 1, host);
     copy_back(host, t);
   } else {
     all_reduce_sum_fast(t);
   }
 }
 
+void Communicator::all_reduce_tree(std::span<const Tensor> subtree_sums, int64_t micro_batches_per_rank, Tensor& out) {
+  constexpr std::string_view op = "all_reduce_tree";
+  std::string problem = detail::tensor_problem(op, "the output", out, true, device());
+  const int64_t m = micro_batches_per_rank;
+  if (problem.empty() && m < 1) problem = fmt::format("{}: {} micro-batches per rank", op, m);
+  if (problem.empty()) {
+    const auto expected = largest_subtrees(m * world_size(), {rank() * m, (rank() + 1) * m}).size();
+    if (subtree_sums.size() != expected)
+      problem = fmt::format("{}: rank {} holds {} subtree sums; its {} micro-batches of {} make {}", op, rank(),
+                            subtree_sums.size(), m, m * world_size(), expected);
+  }
+  for (size_t j = 0; j < subtree_sums.size() && problem.empty(); ++j) {
+    const Tensor& sum = subtree_sums[j];
+    problem = detail::tensor_problem(op, fmt::format("subtree sum {}", j), sum, true, device());
+    if (problem.empty() && (sum.numel() != out.numel() || sum.dtype() != out.dtype()))
+      problem = fmt::format("{}: subtree sum {} is {} [{}], the output {} [{}]", op, j, dtype_name(sum.dtype()),
+                            sum.numel(), dtype_name(out.dtype()), out.numel());
+  }
+  agree(op, problem, {count_of("element count", out), dtype_of(out), {"micro-batches per rank", m}});
+  KernelScope touches_memory;
+  std::vector<Tensor> host;
+  for (const Tensor& sum : subtree_sums) host.push_back(on_host(sum));
+  Tensor host_out = on_host(out);
+  detail::exact_all_reduce(*this, host, m, host_out);
+  copy_back(host_out, out);
+}
+
 void Communicator::reduce_scatter_sum(const Tensor& input, Tensor& output, Reduce mode) {
   constexpr std::string_view op = "reduce_scatter";
   std::string problem = first_of({detail::tensor_problem(op, "the input", input, true, device()),
-                                  detail::tensor_problem(op, "the output", output, true, device()),
-                                  exact_problem(op, mode, world_size())});
+                                  detail::tensor_problem(op, "the output", output, true, device())});
   if (problem.empty()) problem = whole_and_part_problem(op, input, output, true, world_size());
   agree(op, problem, {count_of("output element count", output), dtype_of(output), mode_of(mode)});
   KernelScope touches_memory;
@@ -176,22 +193,24 @@ void Communicator::broadcast(Tensor& t, int root) {
 
 Tensor sum_micro_batches(Communicator& comm, const std::vector<Tensor>& local_micro_batch_grads) {
   constexpr std::string_view op = "sum_micro_batches";
-  std::string problem = exact_problem(op, Reduce::exact, comm.world_size());
-  Tensor sum;
+  const auto m = static_cast<int64_t>(local_micro_batch_grads.size());
+  std::string problem;
+  std::vector<Tensor> sums;
   if (local_micro_batch_grads.empty()) {
     problem = fmt::format("{}: rank {} holds no micro-batches", op, comm.rank());
-  } else if (problem.empty()) {
+  } else {
     try {  // a bad gradient must reach agree(), or the other ranks would wait for this one
-      sum = tree_sum(local_micro_batch_grads);
+      TreeAccumulator tree(m * comm.world_size(), {comm.rank() * m, (comm.rank() + 1) * m});
+      for (const Tensor& g : local_micro_batch_grads) tree.add(g);
+      sums = tree.subtree_sums();
     } catch (const Error& e) {
       problem = e.what();
     }
   }
-  comm.agree(op, problem,
-             {{"micro-batch count", static_cast<int64_t>(local_micro_batch_grads.size())},
-              count_of("element count", sum),
-              dtype_of(sum)});
-  detail::exact_all_reduce(comm, sum);
+  const Tensor first = sums.empty() ? Tensor() : sums.front();
+  comm.agree(op, problem, {{"micro-batch count", m}, count_of("element count", first), dtype_of(first)});
+  Tensor sum = Tensor::empty(first.shape(), {first.dtype()});
+  detail::exact_all_reduce(comm, sums, m, sum);
   return sum;
 }
 

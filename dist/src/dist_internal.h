@@ -2,10 +2,13 @@
 // What dist's sources share: argument checks, the elementwise add of the exact
 // sums, the exact algorithms and the backends' factories.
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "loom/dist/communicator.h"
+#include "loom/dist/tree_sum.h"
 
 namespace loom::dist::detail {
 
@@ -31,8 +34,18 @@ void add_elements(T* out, const T* a, const T* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
-// The exact (fixed-tree) collectives over Communicator::send_recv; arguments checked.
-void exact_all_reduce(Communicator& comm, Tensor& t);
+// Which largest subtrees (tree_sum.h) each rank holds when each holds
+// `leaves_per_rank` consecutive micro-batches of the tree over all of them.
+struct SubtreeLayout {
+  SubtreeLayout(int world, int64_t leaves_per_rank);
+  int64_t leaves_per_rank;
+  std::vector<std::vector<LeafRange>> subtrees;  // per rank, left to right
+};
+
+// The exact (fixed-tree) collectives over Communicator::send_recv, on host memory;
+// arguments checked. `out` gets the sum of the tree whose largest subtrees' sums the
+// ranks hold (may be one of them); reduce_scatter's input is one leaf per rank.
+void exact_all_reduce(Communicator& comm, std::span<const Tensor> subtree_sums, int64_t leaves_per_rank, Tensor& out);
 void exact_reduce_scatter(Communicator& comm, const Tensor& input, Tensor& output);
 
 std::unique_ptr<Communicator> make_self_communicator();

@@ -1,23 +1,23 @@
-// The exact collectives, over Communicator::send_recv: Rabenseifner's reduce-scatter
-// by recursive halving, then (for the all-reduce) an all-gather by recursive
-// doubling. Step k pairs rank r with r ^ 2^k and puts the lower ranks' partial sum
-// on the left, as tree_sum does, so every element is the balanced tree
-// ((r0 + r1) + (r2 + r3)) ... whichever rank reduces it. Each step moves half the
-// data of the one before: 2 (P - 1) / P of the tensor per rank in all, as MPI's own
-// large-message all-reduce does.
+// The exact collectives, over Communicator::send_recv, at any world size. The leaves
+// of the tree over every rank's micro-batches are each rank's largest subtrees
+// (tree_sum.h). The elements are cut into world_size() chunks: rank r gathers chunk r
+// of every rank's subtree sums, adds them in the tree above the subtrees, and (for
+// the all-reduce) sends its chunk of the sum to every rank. Each element is thus
+// added in the same tree whichever rank adds it, and that tree does not depend on
+// the world size. A rank holding one subtree sends (P - 1) / P of it and receives as
+// much of the sum: 2 (P - 1) / P of the tensor, as MPI's large-message all-reduce
+// moves; a subtree that straddles ranks (P not a power of two) costs one more.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <vector>
 
 #include "dist_internal.h"
+#include "loom/dist/tree_sum.h"
 
 namespace loom::dist::detail {
 
 namespace {
-
-struct Chunks {  // chunk indices [lo, hi)
-  int lo, hi;
-};
 
 // Chunk c is elements [bounds[c], bounds[c + 1]): `parts` chunks as equal as they come.
 std::vector<int64_t> balanced_bounds(int64_t n, int parts) {
@@ -26,88 +26,108 @@ std::vector<int64_t> balanced_bounds(int64_t n, int parts) {
   return bounds;
 }
 
-template <typename T>
-struct Halved {
-  Chunks mine;          // one chunk: the one this rank holds the sum of
-  const T* chunk_sums;  // its first element
-};
-
-// The reduce-scatter: reads `in` (all chunks, this rank's values) and writes the
-// partial sums into `work`, which holds elements [work_origin, ...) and may be `in`.
-// held[k] is the range of chunks this rank held before step k.
-template <typename T>
-Halved<T> halve(Communicator& comm, const T* in, T* work, int64_t work_origin, const std::vector<int64_t>& bounds,
-                std::vector<Chunks>& held) {
-  const int rank = comm.rank(), world = comm.world_size();
-  auto count = [&](Chunks c) { return bounds[c.hi] - bounds[c.lo]; };
-  Chunks mine{0, world};
-  const T* sums = in;
-  int64_t sums_origin = 0;
-  Tensor received;  // the partner's half: the first step's is the largest
-  if (world > 1)
-    received = Tensor::empty({std::max(bounds[world / 2], bounds[world] - bounds[world / 2])}, {dtype_of<T>()});
-  for (int bit = 1; bit < world; bit <<= 1) {
-    held.push_back(mine);
-    const int mid = (mine.lo + mine.hi) / 2;
-    const bool lower = (rank & bit) == 0;
-    const Chunks keep = lower ? Chunks{mine.lo, mid} : Chunks{mid, mine.hi};
-    const Chunks give = lower ? Chunks{mid, mine.hi} : Chunks{mine.lo, mid};
-    T* recv = received.data<T>();
-    comm.send_recv(rank ^ bit, sums + (bounds[give.lo] - sums_origin), count(give), recv, count(keep), dtype_of<T>());
-    const T* kept = sums + (bounds[keep.lo] - sums_origin);
-    T* out = work + (bounds[keep.lo] - work_origin);
-    if (lower) {
-      add_elements(out, kept, recv, count(keep));
-    } else {
-      add_elements(out, recv, kept, count(keep));
-    }
-    sums = work;
-    sums_origin = work_origin;
-    mine = keep;
-  }
-  return {mine, sums + (bounds[mine.lo] - sums_origin)};
+// Calls exchange(peer) once for every other rank, in rounds that pair each rank with
+// one other (rank ^ 1, rank ^ 2, rank ^ 3, ...; a pair past the last rank sits out),
+// so that both sides of a send_recv call it in the same round.
+template <typename F>
+void for_each_peer(int rank, int world, F&& exchange) {
+  const int rounds = static_cast<int>(std::bit_ceil(static_cast<unsigned>(world)));
+  for (int step = 1; step < rounds; ++step)
+    if (const int peer = rank ^ step; peer < world) exchange(peer);
 }
+
+template <typename T>
+class ChunkReduction {
+ public:
+  ChunkReduction(Communicator& comm, std::span<const Tensor> mine, const SubtreeLayout& layout,
+                 const std::vector<int64_t>& bounds)
+      : rank_(comm.rank()), layout_(layout), mine_(mine), begin_(bounds[rank_]), n_(bounds[rank_ + 1] - begin_) {
+    // From every other rank, chunk `rank` of each of its subtree sums, one after another.
+    received_.resize(comm.world_size());
+    for_each_peer(rank_, comm.world_size(), [&](int peer) {
+      std::vector<T> send;
+      send.reserve(mine.size() * static_cast<size_t>(bounds[peer + 1] - bounds[peer]));
+      for (const Tensor& sum : mine)
+        send.insert(send.end(), sum.data<T>() + bounds[peer], sum.data<T>() + bounds[peer + 1]);
+      received_[peer].resize(layout.subtrees[peer].size() * static_cast<size_t>(n_));
+      comm.send_recv(peer, send.data(), static_cast<int64_t>(send.size()), received_[peer].data(),
+                     static_cast<int64_t>(received_[peer].size()), dtype_of<T>());
+    });
+  }
+
+  // Elements [bounds[rank], bounds[rank + 1]) of the tree's sum, into `out`.
+  void sum_into(T* out) {
+    Value sum = node({0, layout_.leaves_per_rank * static_cast<int64_t>(received_.size())});
+    if (sum.data != out) std::memmove(out, sum.data, static_cast<size_t>(n_) * sizeof(T));
+  }
+
+ private:
+  struct Value {
+    const T* data;
+    std::vector<T> owned;  // a sum made here (data points into it), or empty for a subtree's chunk
+  };
+
+  // The sum of the subtree [lo, hi) on this rank's chunk, split as tree_sum.h says.
+  Value node(LeafRange range) {
+    const int owner = static_cast<int>(range.lo / layout_.leaves_per_rank);
+    if ((range.hi - 1) / layout_.leaves_per_rank == owner) return {subtree(owner, range), {}};
+    const int64_t mid = range.lo + (range.hi - range.lo + 1) / 2;
+    Value left = node({range.lo, mid});
+    Value right = node({mid, range.hi});
+    Value sum = !left.owned.empty() ? std::move(left) : !right.owned.empty() ? std::move(right) : Value{};
+    if (sum.owned.empty()) sum.owned.resize(static_cast<size_t>(n_));
+    sum.data = sum.owned.data();
+    add_elements(sum.owned.data(), left.data, right.data, n_);
+    return sum;
+  }
+
+  // Rank `owner`'s sum of one of its largest subtrees, on this rank's chunk.
+  const T* subtree(int owner, LeafRange range) const {
+    const std::vector<LeafRange>& of_owner = layout_.subtrees[owner];
+    const auto j = static_cast<size_t>(std::find(of_owner.begin(), of_owner.end(), range) - of_owner.begin());
+    LOOM_CHECK(j < of_owner.size(), "all_reduce_tree: micro-batches [{}, {}) are not a subtree of rank {}", range.lo,
+               range.hi, owner);
+    if (owner == rank_) return mine_[j].data<T>() + begin_;
+    return received_[owner].data() + j * static_cast<size_t>(n_);
+  }
+
+  int rank_;
+  const SubtreeLayout& layout_;
+  std::span<const Tensor> mine_;
+  int64_t begin_, n_;
+  std::vector<std::vector<T>> received_;
+};
 
 }  // namespace
 
-void exact_all_reduce(Communicator& comm, Tensor& t) {
-  with_float_type(t.dtype(), [&](auto zero) {
+SubtreeLayout::SubtreeLayout(int world, int64_t per_rank) : leaves_per_rank(per_rank) {
+  for (int q = 0; q < world; ++q)
+    subtrees.push_back(largest_subtrees(per_rank * world, {q * per_rank, (q + 1) * per_rank}));
+}
+
+void exact_all_reduce(Communicator& comm, std::span<const Tensor> subtree_sums, int64_t leaves_per_rank, Tensor& out) {
+  with_float_type(out.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    T* data = t.data<T>();
-    const std::vector<int64_t> bounds = balanced_bounds(t.numel(), comm.world_size());
-    std::vector<Chunks> held;
-    Chunks mine = halve<T>(comm, data, data, 0, bounds, held).mine;
-    // The all-gather undoes the steps, last first: send the sums held, receive the partner's.
-    for (int step = static_cast<int>(held.size()); step-- > 0;) {
-      const Chunks before = held[step];
-      const Chunks theirs = mine.lo == before.lo ? Chunks{mine.hi, before.hi} : Chunks{before.lo, mine.lo};
-      comm.send_recv(comm.rank() ^ (1 << step), data + bounds[mine.lo], bounds[mine.hi] - bounds[mine.lo],
-                     data + bounds[theirs.lo], bounds[theirs.hi] - bounds[theirs.lo], dtype_of<T>());
-      mine = before;
-    }
+    const int rank = comm.rank(), world = comm.world_size();
+    const SubtreeLayout layout(world, leaves_per_rank);
+    const std::vector<int64_t> bounds = balanced_bounds(out.numel(), world);
+    T* data = out.data<T>();
+    ChunkReduction<T>(comm, subtree_sums, layout, bounds).sum_into(data + bounds[rank]);
+    for_each_peer(rank, world, [&](int peer) {
+      comm.send_recv(peer, data + bounds[rank], bounds[rank + 1] - bounds[rank], data + bounds[peer],
+                     bounds[peer + 1] - bounds[peer], dtype_of<T>());
+    });
   });
 }
 
 void exact_reduce_scatter(Communicator& comm, const Tensor& input, Tensor& output) {
   with_float_type(input.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    const int rank = comm.rank(), world = comm.world_size();
-    const int64_t n = output.numel();
+    const int world = comm.world_size();
     std::vector<int64_t> bounds(world + 1);
-    for (int c = 0; c <= world; ++c) bounds[c] = c * n;
-    // After the first step a rank only ever writes within the half it kept.
-    const int64_t origin = world > 1 && (rank & 1) ? bounds[world / 2] : 0;
-    Tensor work = Tensor::empty({world > 1 ? bounds[world] / 2 : 0}, {input.dtype()});
-    std::vector<Chunks> held;
-    const Halved<T> halved = halve<T>(comm, input.data<T>(), work.data<T>(), origin, bounds, held);
-    // Halving leaves rank r with chunk bit-reverse(r); bit reversal is its own
-    // inverse, so that chunk's owner holds the sum of this rank's chunk.
-    const int owner = halved.mine.lo;
-    if (owner == rank) {
-      std::memcpy(output.data<T>(), halved.chunk_sums, static_cast<size_t>(n) * sizeof(T));
-    } else {
-      comm.send_recv(owner, halved.chunk_sums, n, output.data<T>(), n, dtype_of<T>());
-    }
+    for (int c = 0; c <= world; ++c) bounds[c] = c * output.numel();
+    const SubtreeLayout layout(world, 1);
+    ChunkReduction<T>(comm, std::span<const Tensor>(&input, 1), layout, bounds).sum_into(output.data<T>());
   });
 }
 

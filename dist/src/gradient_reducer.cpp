@@ -95,12 +95,32 @@ struct GradientReducer::State {
     changed.notify_all();
   }
 
+  bool exact() const { return options.mode == Reduce::exact; }
+
+  // The exact mode sums this rank's part of the tree over every rank's micro-batches
+  // (its largest subtrees); the fast one its own micro-batches, in their own tree.
+  std::unique_ptr<TreeAccumulator> new_tree() const {
+    const int64_t rank = comm.rank(), m = micro_batches;
+    if (!exact()) return std::make_unique<TreeAccumulator>(m);
+    return std::make_unique<TreeAccumulator>(m * comm.world_size(), LeafRange{rank * m, (rank + 1) * m});
+  }
+
+  // The local sums of some elements (TreeAccumulator::finish_range's) summed across
+  // ranks into the last of them.
+  void all_reduce(std::vector<Tensor>& sums) {
+    if (exact()) {
+      comm.all_reduce_tree(sums, micro_batches, sums.back());
+    } else {
+      comm.all_reduce_sum(sums.back(), options.mode);  // one sum: the rank's own tree
+    }
+  }
+
   // Bucket b's elements of the local tree, then of the cross-rank sum, in place in `current`.
   void reduce_bucket(size_t b) {
     const auto start = Clock::now();
     Tensor range = elements(current, buckets[b].begin, buckets[b].end - buckets[b].begin);
-    tree->finish_range(range, buckets[b].begin, range);
-    comm.all_reduce_sum(range, options.mode);
+    std::vector<Tensor> sums = tree->finish_range(range, buckets[b].begin, range);
+    all_reduce(sums);
     communication += seconds_since(start);
   }
 
@@ -195,7 +215,7 @@ void GradientReducer::begin_micro_batch() {
   State& s = *state_;
   LOOM_CHECK(!s.armed, "{}: begin_micro_batch twice without end_micro_batch", kOp);
   if (s.micro_batch < 0) {  // an update's first
-    s.tree = std::make_unique<TreeAccumulator>(s.micro_batches);
+    s.tree = s.new_tree();
     s.current = Tensor::empty({s.total}, {s.params.front().dtype(), s.params.front().device()});
     s.micro_batch = 0;
   }
@@ -244,10 +264,10 @@ Tensor GradientReducer::finish() {
     for (size_t b = 0; b < s.buckets.size(); ++b) s.reduce_bucket(b);
   } else {
     // A GPU communicator: one all-reduce of the whole vector on its device.
-    s.tree->finish_range(s.current, 0, s.current);
-    Tensor sum = transfer(s.current, s.comm.device());
-    s.comm.all_reduce_sum(sum, s.options.mode);
-    s.current = sum;
+    std::vector<Tensor> sums = s.tree->finish_range(s.current, 0, s.current);
+    for (Tensor& sum : sums) sum = transfer(sum, s.comm.device());
+    s.all_reduce(sums);
+    s.current = sums.back();
     s.communication = seconds_since(start);
   }
   s.exposed = seconds_since(start);

@@ -178,11 +178,12 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
   LOOM_CHECK(total_tokens > 0, "train: an update of {} batches has no target tokens", batches.size());
   // The tree always spans `global` slots: at an epoch's end the missing micro-batches
   // add zeros, so the shape of the sum, hence its bits, does not depend on who holds what.
-  dist::TreeAccumulator losses(per_rank);
+  const int64_t first = comm_->rank() * per_rank;
+  dist::TreeAccumulator losses(global, {first, first + per_rank});
   Tensor no_loss = zeros({2}, {DType::f64, kCPU});
   for (int64_t i = 0; i < per_rank; ++i) {
-    const int64_t g = comm_->rank() * per_rank + i;  // the global micro-batch index
-    reducer_->begin_micro_batch();                   // the parameters' hooks now send it their gradients
+    const int64_t g = first + i;    // the global micro-batch index
+    reducer_->begin_micro_batch();  // the parameters' hooks now send it their gradients
     if (g >= present) {
       reducer_->end_micro_batch();  // zeros: no backward ran
       losses.add(no_loss);
@@ -213,9 +214,12 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
   // The last micro-batch's buckets were summed across ranks as its backward went on.
   const auto reduce_start = std::chrono::steady_clock::now();
   set_flat_gradients(reducer_->finish());
-  // The reported loss in the same tree, exactly: equal printed losses at any world size.
-  Tensor loss_sum = losses.result().to(comm_->device());
-  comm_->all_reduce_sum(loss_sum, dist::Reduce::exact);
+  // The reported loss in the tree over all micro-batches whatever --reduce says (two
+  // numbers): equal printed losses at any world size.
+  std::vector<Tensor> loss_sums = losses.subtree_sums();
+  for (Tensor& sum : loss_sums) sum = sum.to(comm_->device());
+  Tensor loss_sum = loss_sums.back();
+  comm_->all_reduce_tree(loss_sums, per_rank, loss_sum);
   loss_sum = loss_sum.to(kCPU);
   // The step waited for everything since reduce_start; the loss's all-reduce is communication too.
   reduce_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count();

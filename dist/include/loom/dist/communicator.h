@@ -23,8 +23,8 @@ namespace loom::dist {
 
 // How all_reduce_sum and reduce_scatter_sum add across ranks.
 enum class Reduce {
-  exact,  // a fixed balanced tree over ranks ((r0 + r1) + (r2 + r3)): with tree_sum.h,
-          // the same bits at any world size; needs a power-of-two world size
+  exact,  // a fixed tree over ranks, tree_sum.h's ((r0 + r1) + r2 at 3 ranks): with
+          // all_reduce_tree, the same bits at any world size
   fast,   // the library's own algorithm (MPI_Allreduce): its order, so bits may differ
 };
 std::string_view reduce_name(Reduce mode);
@@ -55,6 +55,12 @@ class Communicator {
   // is replaced, in place, by the sum over ranks. The exact mode runs on host memory:
   // a GPU tensor is copied there and back.
   void all_reduce_sum(Tensor& t, Reduce mode = Reduce::exact);
+  // The exact sum of the tree over every rank's micro-batches (tree_sum.h), rank r
+  // holding [r * m, (r + 1) * m) of the world_size() * m: `subtree_sums` are this
+  // rank's TreeAccumulator::subtree_sums(), tensors as all_reduce_sum's. `out` (one of
+  // them, or another) gets the tree's sum on every rank: the bits of one process's
+  // tree_sum over all the micro-batches, at any world size.
+  void all_reduce_tree(std::span<const Tensor> subtree_sums, int64_t micro_batches_per_rank, Tensor& out);
   // `input` holds world_size() equal chunks; rank r's `output` (one chunk's elements)
   // gets the sum over ranks of chunk r. Exact mode: the same bits as that chunk of
   // all_reduce_sum's exact result.
@@ -110,8 +116,8 @@ void register_communicator_backend(std::string_view name, CommunicatorFactory ma
 bool has_communicator_backend(std::string_view name);
 
 // The sum over every rank's micro-batches, each rank holding the same number of
-// consecutive ones: tree_sum locally, then the exact all-reduce. The same bits as
-// tree_sum over all of them in one process.
+// consecutive ones: TreeAccumulator's subtrees locally, then all_reduce_tree. The
+// same bits as tree_sum over all of them in one process.
 Tensor sum_micro_batches(Communicator& comm, const std::vector<Tensor>& local_micro_batch_grads);
 
 }  // namespace loom::dist
