@@ -42,60 +42,69 @@ class ChunkReduction {
   ChunkReduction(Communicator& comm, std::span<const Tensor> mine, const SubtreeLayout& layout,
                  const std::vector<int64_t>& bounds)
       : rank_(comm.rank()), layout_(layout), mine_(mine), begin_(bounds[rank_]), n_(bounds[rank_ + 1] - begin_) {
-    // From every other rank, chunk `rank` of each of its subtree sums, one after another.
+    // From every other rank, chunk `rank` of each of its subtree sums, one after another;
+    // to it, its chunk of each of this rank's, one send_recv per subtree.
     received_.resize(comm.world_size());
     for_each_peer(rank_, comm.world_size(), [&](int peer) {
-      std::vector<T> send;
-      send.reserve(mine.size() * static_cast<size_t>(bounds[peer + 1] - bounds[peer]));
-      for (const Tensor& sum : mine)
-        send.insert(send.end(), sum.data<T>() + bounds[peer], sum.data<T>() + bounds[peer + 1]);
-      received_[peer].resize(layout.subtrees[peer].size() * static_cast<size_t>(n_));
-      comm.send_recv(peer, send.data(), static_cast<int64_t>(send.size()), received_[peer].data(),
-                     static_cast<int64_t>(received_[peer].size()), dtype_of<T>());
+      const size_t theirs = layout.subtrees[peer].size();
+      received_[peer] = Tensor::empty({static_cast<int64_t>(theirs) * n_}, {dtype_of<T>()});
+      const int64_t send_count = bounds[peer + 1] - bounds[peer];
+      for (size_t j = 0; j < std::max(theirs, mine.size()); ++j) {
+        const bool sends = j < mine.size(), receives = j < theirs;
+        comm.send_recv(peer, sends ? mine[j].data<T>() + bounds[peer] : nullptr, sends ? send_count : 0,
+                       receives ? received_[peer].data<T>() + j * n_ : nullptr, receives ? n_ : 0, dtype_of<T>());
+      }
     });
   }
 
   // Elements [bounds[rank], bounds[rank + 1]) of the tree's sum, into `out`.
   void sum_into(T* out) {
-    Value sum = node({0, layout_.leaves_per_rank * static_cast<int64_t>(received_.size())});
-    if (sum.data != out) std::memmove(out, sum.data, static_cast<size_t>(n_) * sizeof(T));
+    const Value sum = node({0, layout_.leaves_per_rank * static_cast<int64_t>(received_.size())}, out);
+    if (sum.data != out) std::memcpy(out, sum.data, static_cast<size_t>(n_) * sizeof(T));
   }
 
  private:
   struct Value {
     const T* data;
-    std::vector<T> owned;  // a sum made here (data points into it), or empty for a subtree's chunk
+    Tensor owned;  // the buffer data points into, when made here
   };
 
-  // The sum of the subtree [lo, hi) on this rank's chunk, split as tree_sum.h says.
-  Value node(LeafRange range) {
+  // The sum of the subtree `range` on this rank's chunk (split as tree_sum.h says):
+  // a rank's subtree sum as it came, or left + right written into `into` or, when
+  // that is null, into a child's buffer or a new one. Elementwise, so `into` may be
+  // one of the subtrees read.
+  Value node(LeafRange range, T* into) {
     const int owner = static_cast<int>(range.lo / layout_.leaves_per_rank);
-    if ((range.hi - 1) / layout_.leaves_per_rank == owner) return {subtree(owner, range), {}};
+    if ((range.hi - 1) / layout_.leaves_per_rank == owner) return {subtree(owner, range), Tensor()};
     const int64_t mid = range.lo + (range.hi - range.lo + 1) / 2;
-    Value left = node({range.lo, mid});
-    Value right = node({mid, range.hi});
-    Value sum = !left.owned.empty() ? std::move(left) : !right.owned.empty() ? std::move(right) : Value{};
-    if (sum.owned.empty()) sum.owned.resize(static_cast<size_t>(n_));
-    sum.data = sum.owned.data();
-    add_elements(sum.owned.data(), left.data, right.data, n_);
-    return sum;
+    const Value left = node({range.lo, mid}, nullptr);
+    const Value right = node({mid, range.hi}, nullptr);
+    Tensor owned;
+    if (into == nullptr) {
+      owned = left.owned.defined()    ? left.owned
+              : right.owned.defined() ? right.owned
+                                      : Tensor::empty({n_}, {dtype_of<T>()});
+      into = owned.data<T>();
+    }
+    add_elements(into, left.data, right.data, n_);
+    return {into, owned};
   }
 
   // Rank `owner`'s sum of one of its largest subtrees, on this rank's chunk.
   const T* subtree(int owner, LeafRange range) const {
     const std::vector<LeafRange>& of_owner = layout_.subtrees[owner];
-    const auto j = static_cast<size_t>(std::find(of_owner.begin(), of_owner.end(), range) - of_owner.begin());
-    LOOM_CHECK(j < of_owner.size(), "all_reduce_tree: micro-batches [{}, {}) are not a subtree of rank {}", range.lo,
-               range.hi, owner);
+    const auto j = std::find(of_owner.begin(), of_owner.end(), range) - of_owner.begin();
+    LOOM_CHECK(j < static_cast<int64_t>(of_owner.size()),
+               "all_reduce_tree: micro-batches [{}, {}) are not a subtree of rank {}", range.lo, range.hi, owner);
     if (owner == rank_) return mine_[j].data<T>() + begin_;
-    return received_[owner].data() + j * static_cast<size_t>(n_);
+    return received_[owner].data<T>() + j * n_;
   }
 
   int rank_;
   const SubtreeLayout& layout_;
   std::span<const Tensor> mine_;
   int64_t begin_, n_;
-  std::vector<std::vector<T>> received_;
+  std::vector<Tensor> received_;  // per rank
 };
 
 }  // namespace
