@@ -1,8 +1,10 @@
 // Misuse gives a loom::Error whose message names the op and what was wrong.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "loom/backend.h"
 #include "loom/interrupt.h"
@@ -126,4 +128,37 @@ TEST_CASE("request_interrupt: the next kernel call throws loom::Interrupted, onc
   request_interrupt();
   clear_interrupt();
   CHECK_NOTHROW(add(a, a));
+}
+
+TEST_CASE("request_interrupt: a long kernel stops at its next block, and the call throws") {
+  // A sum over a broadcast of 2^34 elements is one kernel call, 16 times as long as
+  // one of 2^30 (T); requested after T, it must end well before 16 T.
+  auto seconds_since = [](auto start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto start = std::chrono::steady_clock::now();
+  CHECK(sum(expand(ones({1}), {int64_t{1} << 30})).item<float>() > 0);
+  const double t = seconds_since(start);
+  start = std::chrono::steady_clock::now();
+  std::thread requester([t] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(t));
+    request_interrupt();
+  });
+  CHECK_THROWS_AS(sum(expand(ones({1}), {int64_t{1} << 34})), Interrupted);
+  requester.join();
+  const double seconds = seconds_since(start);
+  MESSAGE("2^30 elements summed in ", t, " s; 2^34 interrupted after ", seconds, " s");
+  CHECK(seconds < 5 * t);
+  CHECK(sum(expand(ones({1}), {1000})).item<float>() == 1000.0f);  // the request was consumed
+}
+
+TEST_CASE("WholeKernels: kernels that write into given tensors are not stopped half way") {
+  request_interrupt();
+  {
+    WholeKernels whole;  // as copy_, fill_ and the optimizer steps hold one
+    CHECK_FALSE(detail::stop_kernel_early());
+  }
+  CHECK(detail::stop_kernel_early());
+  clear_interrupt();
+  CHECK_FALSE(detail::stop_kernel_early());
 }

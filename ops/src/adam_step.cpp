@@ -9,6 +9,7 @@ namespace loom {
 
 void adam_step_(const Tensor& w, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& step) {
   detail::check_update_operands("adam_step_", w, {grad, m, v});
+  WholeKernels whole;  // never half a step
   detail::kernel_for<kernels::AdamStepKernel>("adam_step_", w)(w, grad, m, v, step);
   for (const Tensor& t : {w, m, v}) t.storage()->bump_version();
 }

@@ -27,12 +27,14 @@ void copy_(const Tensor& dst, const Tensor& src) {
   check_writable("copy_", dst);
   LOOM_CHECK(dst.device() == src.device(), "copy_: destination is on {} and source on {}; use to_device", dst.device(),
              src.device());
+  WholeKernels whole;  // never a tensor half written
   convert_into(dst, src, "copy_");
   dst.storage()->bump_version();
 }
 
 void fill_(const Tensor& dst, double value) {
   check_writable("fill_", dst);
+  WholeKernels whole;
   if (dst.is_contiguous()) {
     device_fill(dst, value);  // the device's Backend::fill
   } else {

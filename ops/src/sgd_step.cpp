@@ -11,6 +11,7 @@ void sgd_step_(const Tensor& w, const Tensor& grad, const Tensor& momentum_buffe
   LOOM_CHECK(momentum_buffer.defined() == (step.momentum > 0.0),
              "sgd_step_: a momentum buffer is needed exactly when momentum > 0 (momentum {})", step.momentum);
   detail::check_update_operands("sgd_step_", w, {grad, momentum_buffer});
+  WholeKernels whole;  // never half a step
   detail::kernel_for<kernels::SgdStepKernel>("sgd_step_", w)(w, grad, momentum_buffer, step);
   w.storage()->bump_version();
   if (momentum_buffer.defined()) momentum_buffer.storage()->bump_version();

@@ -114,3 +114,33 @@ except KeyboardInterrupt:
     assert out[0].startswith("interrupted"), out
     assert float(out[0].split()[1]) < 0.6 * whole, (whole, out)
     assert out[1] == "after [2.0, 2.0]", out
+
+
+def test_ctrl_c_stops_one_long_kernel():
+    """SIGINT during one kernel call (a sum over a broadcast of 2^34 elements, 16
+    times one of 2^30) raises KeyboardInterrupt at the kernel's next block of work."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = r"""
+import time, loom
+start = time.perf_counter(); loom.ones([1]).expand([2**30]).sum(); print("ready", time.perf_counter() - start, flush=True)
+start = time.perf_counter()
+try:
+    loom.ones([1]).expand([2**34]).sum()
+    print("finished", time.perf_counter() - start, flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.perf_counter() - start, flush=True)
+    print("after", loom.ones([1]).expand([1000]).sum().item(), flush=True)
+"""
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=os.environ)
+    part = float(child.stdout.readline().split()[1])
+    time.sleep(part)
+    child.send_signal(signal.SIGINT)
+    out = child.communicate(timeout=300)[0].split("\n")
+    assert out[0].startswith("interrupted"), out
+    assert float(out[0].split()[1]) < 5 * part, (part, out)
+    assert out[1] == "after 1000.0", out

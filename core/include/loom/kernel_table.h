@@ -12,6 +12,7 @@
 // LOOM_KERNELS=reference (or KernelModeGuard) picks the reference kernels.
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <typeindex>
 #include <utility>
 #include <vector>
@@ -76,7 +77,15 @@ class Kernel {
     detail::check_interrupt();  // a relaxed load: request_interrupt() stops a long run between kernels
     KernelScope scope;
     detail::KernelTimer timer(op_);
-    return fn_(std::forward<Args>(args)...);
+    // A long kernel that saw the request may have returned early: its output is unfinished.
+    if constexpr (std::is_void_v<std::invoke_result_t<Fn, Args...>>) {
+      fn_(std::forward<Args>(args)...);
+      if (detail::stop_kernel_early()) detail::raise_interrupt();
+    } else {
+      auto result = fn_(std::forward<Args>(args)...);
+      if (detail::stop_kernel_early()) detail::raise_interrupt();
+      return result;
+    }
   }
 
  private:

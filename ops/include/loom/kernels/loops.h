@@ -87,13 +87,26 @@ void run_range(const Loop<N>& loop, int64_t begin, int64_t end, Segment& segment
   }
 }
 
+// Elements between two looks at the interrupt request in a long loop (a
+// millisecond or so of work): request_interrupt() stops a kernel there.
+inline constexpr int64_t kInterruptBlock = int64_t{1} << 20;
+
+// range(begin, end) on [begin, end) in blocks of kInterruptBlock, stopping early
+// once an interrupt is requested (the Kernel wrapper then throws).
+template <typename Range>
+void interruptible_range(int64_t begin, int64_t end, Range& range) {
+  for (int64_t block = begin; block < end && !detail::stop_kernel_early(); block += kInterruptBlock)
+    range(block, std::min(end, block + kInterruptBlock));
+}
+
 // Calls range(begin, end) on one contiguous range of [0, n) per thread, or on all
-// of it below kParallelGrain (or on one thread, or inside a parallel region).
+// of it below kParallelGrain (or on one thread, or inside a parallel region); in
+// blocks that each look at the interrupt request first.
 template <typename Range>
 void parallel_ranges(int64_t n, Range range) {
   if (n == 0) return;
   if (n < kParallelGrain || omp_get_max_threads() == 1 || omp_in_parallel()) {
-    range(int64_t{0}, n);
+    interruptible_range(0, n, range);
     return;
   }
 #pragma omp parallel
@@ -102,7 +115,7 @@ void parallel_ranges(int64_t n, Range range) {
     // Chunks aligned to 64 elements keep each thread's vector loop whole.
     int64_t chunk = ((n + threads - 1) / threads + 63) / 64 * 64;
     int64_t begin = std::min(n, id * chunk), end = std::min(n, begin + chunk);
-    if (begin < end) range(begin, end);
+    if (begin < end) interruptible_range(begin, end, range);
   }
 }
 

@@ -11,6 +11,7 @@
 // which adds a block of kRowBlock rows (rows[k][0, width)) into acc[0, width).
 // Every output element is reduced in the same order whatever the thread count
 // (fixed-size blocks, merged in order), so results are bitwise reproducible.
+// Between blocks the loops look at the interrupt request (loom/interrupt.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -110,7 +111,8 @@ void reduce_loop(const Tensor& out, const Tensor& x, const Shape& dims, const R&
     std::vector<typename R::Acc> partial(blocks, r.init());
 #pragma omp parallel for schedule(static) if (parallel && blocks > 1)
     for (int64_t b = 0; b < blocks; ++b)
-      reduce_span(px, reduced_loop, b * kReduceBlock, std::min(reduced, (b + 1) * kReduceBlock), r, partial[b]);
+      if (!detail::stop_kernel_early())  // an interrupt request: the rest is skipped, and the call throws
+        reduce_span(px, reduced_loop, b * kReduceBlock, std::min(reduced, (b + 1) * kReduceBlock), r, partial[b]);
     for (int64_t b = 1; b < blocks; ++b) r.merge(partial[0], partial[b]);
     po[0] = r.finish(partial[0], reduced);
     return;
@@ -130,14 +132,14 @@ void reduce_loop(const Tensor& out, const Tensor& x, const Shape& dims, const R&
         // Blocks of kRowBlock rows handed to the reducer (which may keep a short
         // float partial per block in registers): fixed blocks, added in row order.
         const T* rows[kRowBlock];
-        for (int64_t j0 = 0; j0 < reduced; j0 += kRowBlock) {
+        for (int64_t j0 = 0; j0 < reduced && !detail::stop_kernel_early(); j0 += kRowBlock) {
           const int64_t nr = std::min(kRowBlock, reduced - j0);
           for (int64_t k = 0; k < nr; ++k)
             rows[k] = px + strided_offset(j0 + k, plan.reduced_sizes, plan.reduced_strides) + c0;
           r.add_rows(acc.data(), rows, nr, c1 - c0);
         }
       } else {
-        for (int64_t j = 0; j < reduced; ++j) {
+        for (int64_t j = 0; j < reduced && !detail::stop_kernel_early(); ++j) {
           const T* row = px + strided_offset(j, plan.reduced_sizes, plan.reduced_strides);
           for (int64_t c = c0; c < c1; ++c) r.add(acc[c - c0], row[c]);
         }
@@ -154,6 +156,7 @@ void reduce_loop(const Tensor& out, const Tensor& x, const Shape& dims, const R&
       const int64_t row_stride = kept_loop.strides[0][0];
 #pragma omp parallel for schedule(static) if (parallel)
       for (int64_t k = 0; k < kept; ++k) {
+        if (detail::stop_kernel_early()) continue;
         typename R::Acc acc = r.init();
         r.add_span(acc, px + k * row_stride, reduced);
         po[k] = r.finish(acc, reduced);
@@ -165,6 +168,7 @@ void reduce_loop(const Tensor& out, const Tensor& x, const Shape& dims, const R&
   // General case: each output element reduces its own span.
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t k = 0; k < kept; ++k) {
+    if (detail::stop_kernel_early()) continue;
     typename R::Acc acc = r.init();
     reduce_span(px + kept_offset(k), reduced_loop, 0, reduced, r, acc);
     po[k] = r.finish(acc, reduced);
