@@ -58,6 +58,8 @@ expect 2 "--epochs: must be at least 1, got 0" "${train[@]}" --epochs 0
 expect 2 "--epochs: must be at least 1, got -1" "${train[@]}" --epochs -1
 expect 2 "--threads: must be at least 1 and at most 1024, got 0" "${train[@]}" --threads 0
 expect 2 "--threads: must be at least 1 and at most 1024, got -1" "${train[@]}" --threads -1
+expect 2 "--collective-timeout: give minutes >= 0 (0: no limit), not '-1'" "${train[@]}" --collective-timeout=-1
+expect 1 "LOOM_COLLECTIVE_TIMEOUT is 'soon', not a number of seconds >= 0" env LOOM_COLLECTIVE_TIMEOUT=soon "${train[@]}"
 expect 2 "--dropout: must be at least 0 and below 1, got -0.5" "${train[@]}" --dropout -0.5
 expect 2 "--dropout: must be at least 0 and below 1, got 1" "${train[@]}" --dropout 1
 expect 2 "--max-len: must be at least 1 and at most 1048575, got 0" "${train[@]}" --max-len 0

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loom/backend.h"
@@ -251,6 +253,36 @@ TEST_CASE("self: one process, rank 0 of 1; sums are the tensor, gathers copies")
         "send_recv: rank 1 does not exist in a one-process run");
 }
 
+TEST_CASE("self: the collective timeout: 30 minutes, LOOM_COLLECTIVE_TIMEOUT or set_timeout; a bad value named") {
+  CHECK(make_communicator("self")->timeout() == 1800);
+  setenv("LOOM_COLLECTIVE_TIMEOUT", "2.5", 1);
+  auto comm = make_communicator("self");
+  CHECK(comm->timeout() == 2.5);
+  comm->set_timeout(0.001);  // one process: nothing to wait for, never timed
+  Tensor t = tensor_of(std::vector<float>{1, 2});
+  comm->all_reduce_sum(t);
+  CHECK(comm->collectives_started() == 1);
+  CHECK(error_of([&] { comm->set_timeout(-1); }) == "set_timeout: -1 s; give seconds >= 0 (0: no limit)");
+  setenv("LOOM_COLLECTIVE_TIMEOUT", "ten", 1);
+  CHECK(error_of([] { make_communicator("self"); }) ==
+        "make_communicator: LOOM_COLLECTIVE_TIMEOUT is 'ten', not a number of seconds >= 0 (0: no limit)");
+  unsetenv("LOOM_COLLECTIVE_TIMEOUT");
+}
+
+// ctest's dist_watchdog runs this at 2 ranks and expects rank 0's abort message.
+TEST_CASE("watchdog: a collective that waits past the timeout ends the job, naming itself") {
+  auto comm = make_communicator("auto");
+  comm->set_timeout(1);
+  if (comm->world_size() == 1) return;  // one process: never timed
+  if (comm->rank() == 0) {
+    Tensor t = tensor_of(std::vector<float>{1, 2});
+    comm->all_reduce_sum(t);  // rank 1 never comes
+    FAIL("the all-reduce returned without rank 1");
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+  }
+}
+
 // A one-rank communicator whose tensors live on the stand-in device, whose memory only
 // kernels may touch: what the nccl backend is to a GPU, checkable without one.
 class StandinCommunicator final : public Communicator {
@@ -259,7 +291,6 @@ class StandinCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   std::string_view backend_name() const override { return "standin"; }
   Device device() const override { return Device::standin(0); }
-  void barrier() override {}
   [[noreturn]] void abort(int code, std::string_view) override { std::_Exit(code); }
   void send_recv(int, const void*, int64_t, void*, int64_t, DType) override { fail("send_recv: one rank"); }
 
@@ -463,6 +494,38 @@ TEST_CASE("ranks: wrong arguments are named errors on every rank, and the ranks 
   comm->all_reduce_sum(ones, Reduce::fast);
   CHECK(ones.to_vector<double>() == std::vector<double>(5, world));
   comm->barrier();
+}
+
+TEST_CASE("ranks: ranks in different collectives are named, each in its own, and go on") {
+  auto comm = make_communicator("auto");
+  const int rank = comm->rank(), world = comm->world_size();
+  Tensor t = tensor_of(std::vector<float>(4, 1.0f));
+  const int64_t next = comm->collectives_started() + 1;
+  // Rank 0 sums while the others broadcast the same tensor from rank 0: count, dtype
+  // and a 0 (exact mode, root 0) agree, so before kinds were compared this summed on
+  // one side and broadcast on the other.
+  const std::string error = error_of([&] {
+    if (rank == 0) {
+      comm->all_reduce_sum(t);
+    } else {
+      comm->broadcast(t, 0);
+    }
+  });
+  if (world > 1) {
+    std::string where = fmt::format("rank 0 in all_reduce #{}", next);
+    for (int r = 1; r < world; ++r) where += fmt::format(", rank {} in broadcast #{}", r, next);
+    CHECK(error ==
+          fmt::format("{}: the ranks are out of step (each must run the same collectives in the same order): {}",
+                      rank == 0 ? "all_reduce" : "broadcast", where));
+  } else {
+    CHECK(error == "(no error)");
+  }
+  CHECK(comm->collectives_started() == next);
+  comm->barrier();
+  Tensor ones = tensor_of(std::vector<double>(3, 1.0));
+  comm->all_reduce_sum(ones);
+  CHECK(ones.to_vector<double>() == std::vector<double>(3, world));
+  CHECK(comm->collectives_started() == next + 2);
 }
 
 TEST_CASE("ranks: all_reduce_tree names a rank's wrong subtree sums; the ranks go on") {

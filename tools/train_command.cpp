@@ -46,7 +46,8 @@ struct TrainOptions {
   // This process's own.
   int threads = 2;
   std::string device = "cpu", communicator = "auto", progress = "auto";
-  models::TrainerOptions t;  // its rows: models::TrainerOptions::fields()
+  double collective_timeout = -1;  // minutes; -1: the communicator's default
+  models::TrainerOptions t;        // its rows: models::TrainerOptions::fields()
 };
 
 // The command's own options, one row each (see loom/models/option_table.h); a row's
@@ -567,9 +568,22 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "on its own GPU, --device cuda; the ranks still come from mpirun)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "self", "mpi", "nccl"}));
+  cmd->add_option("--collective-timeout", o->collective_timeout,
+                  "data-parallel runs: a collective that has waited this many minutes for the other ranks ends the "
+                  "job, naming itself (a rank stopped or out of step); 0: no limit [default: LOOM_COLLECTIVE_TIMEOUT "
+                  "in seconds where set, else 30]")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double minutes = std::strtod(text.c_str(), &end);
+            if (end != text.c_str() && *end == '\0' && std::isfinite(minutes) && minutes >= 0) return "";
+            return "give minutes >= 0 (0: no limit), not '" + text + "'";
+          },
+          "MINUTES"));
   cmd->callback([o, cmd, &exit_code] {
     // Under mpirun (see README, Data-parallel training) each process is a rank; else "self".
     const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(o->communicator);
+    if (o->collective_timeout >= 0) comm->set_timeout(o->collective_timeout * 60);
     if (comm->world_size() == 1) {
       exit_code = run_train(*o, *cmd, *comm);
       return;

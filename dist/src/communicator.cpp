@@ -1,8 +1,15 @@
 #include "loom/dist/communicator.h"
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "dist_internal.h"
@@ -97,27 +104,196 @@ std::string tensor_problem(std::string_view op, std::string_view name, const Ten
 
 std::string_view reduce_name(Reduce mode) { return mode == Reduce::exact ? "exact" : "fast"; }
 
-void Communicator::agree(std::string_view op, std::string_view local_problem, std::span<const Agreed> values) {
-  // One max over ranks of [refusing rank + 1, v0, -v0, v1, -v1, ...] gives every rank
-  // the same view: who refused, and each value's range.
-  std::vector<int64_t> maxima{local_problem.empty() ? 0 : rank() + 1};
-  for (const Agreed& a : values) maxima.insert(maxima.end(), {a.value, -a.value});
-  if (world_size() > 1) all_reduce_max(maxima);
-  if (!local_problem.empty()) throw Error(std::string(local_problem));
-  LOOM_CHECK(maxima[0] == 0, "{}: rank {} refused its arguments (its own error says why)", op, maxima[0] - 1);
-  size_t i = 1;
-  for (const Agreed& a : values) {
-    const int64_t high = maxima[i], low = -maxima[i + 1];
-    i += 2;
-    auto show = [&](int64_t v) { return a.show ? a.show(v) : std::to_string(v); };
-    LOOM_CHECK(low == high, "{}: the ranks differ in {}: from {} to {}", op, a.what, show(low), show(high));
+// ---- every collective: its kind and sequence number agreed, its wait timed ----
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The kinds every agreement compares; another op (a caller's agree()) is kind 0.
+constexpr std::array<std::string_view, 8> kKinds = {"agree",      "all_reduce", "all_reduce_tree", "reduce_scatter",
+                                                    "all_gather", "broadcast",  "barrier",         "sum_micro_batches"};
+int64_t kind_of(std::string_view op) {
+  const auto* it = std::find(kKinds.begin(), kKinds.end(), op);
+  return it == kKinds.end() ? 0 : it - kKinds.begin();
+}
+
+double default_timeout() {
+  const char* value = std::getenv("LOOM_COLLECTIVE_TIMEOUT");
+  if (value == nullptr) return 30 * 60;
+  char* end = nullptr;
+  const double seconds = std::strtod(value, &end);
+  LOOM_CHECK(end != value && *end == '\0' && seconds >= 0 && std::isfinite(seconds),
+             "make_communicator: LOOM_COLLECTIVE_TIMEOUT is '{}', not a number of seconds >= 0 (0: no limit)", value);
+  return seconds;
+}
+
+}  // namespace
+
+// A thread that ends the job when a collective has waited past the timeout: started
+// by the first collective timed (more than one rank, a timeout set).
+struct Communicator::Watchdog {
+  explicit Watchdog(Communicator& c) : comm(c), timeout(default_timeout()) {}
+  Communicator& comm;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::thread thread;
+  double timeout;
+  bool stop = false;
+  int64_t started = 0;  // collectives started: the last one's sequence number
+  int64_t running = 0;  // the sequence number of the one under way, 0 when none
+  std::string op;
+  Clock::time_point since;
+
+  void watch() {
+    std::unique_lock lock(mutex);
+    while (!stop) {
+      if (running == 0 || timeout <= 0) {
+        changed.wait(lock);
+        continue;
+      }
+      const int64_t watched = running;
+      const auto deadline = since + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+      if (changed.wait_until(lock, deadline, [&] { return stop || running != watched; })) continue;
+      const std::string why = fmt::format(
+          "{} (collective #{} of this rank) has waited {:g} s for the other ranks: one of them has stopped or is in "
+          "another collective (the limit: --collective-timeout, or LOOM_COLLECTIVE_TIMEOUT in seconds)",
+          op, watched, timeout);
+      lock.unlock();
+      // The last resort, should the backend's abort wait on the stuck collective itself.
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        std::_Exit(1);
+      }).detach();
+      comm.abort(1, why);
+    }
   }
+};
+
+class Communicator::Collective {
+ public:
+  Collective(Communicator& comm, std::string_view op) : op(op), watchdog_(*comm.watchdog_) {
+    {
+      std::lock_guard lock(watchdog_.mutex);
+      sequence = ++watchdog_.started;
+      watchdog_.running = sequence;
+      watchdog_.op = op;
+      watchdog_.since = Clock::now();
+      if (!watchdog_.thread.joinable() && watchdog_.timeout > 0 && comm.world_size() > 1)
+        watchdog_.thread = std::thread([&watchdog = watchdog_] { watchdog.watch(); });
+    }
+    watchdog_.changed.notify_all();
+  }
+  ~Collective() {
+    {
+      std::lock_guard lock(watchdog_.mutex);
+      watchdog_.running = 0;
+    }
+    watchdog_.changed.notify_all();
+  }
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
+
+  std::string_view op;
+  int64_t sequence;
+
+ private:
+  Watchdog& watchdog_;
+};
+
+Communicator::Communicator() : watchdog_(std::make_unique<Watchdog>(*this)) {}
+
+Communicator::~Communicator() {
+  {
+    std::lock_guard lock(watchdog_->mutex);
+    watchdog_->stop = true;
+  }
+  watchdog_->changed.notify_all();
+  if (watchdog_->thread.joinable()) watchdog_->thread.join();
+}
+
+void Communicator::set_timeout(double seconds) {
+  LOOM_CHECK(seconds >= 0 && std::isfinite(seconds), "set_timeout: {} s; give seconds >= 0 (0: no limit)", seconds);
+  {
+    std::lock_guard lock(watchdog_->mutex);
+    watchdog_->timeout = seconds;
+  }
+  watchdog_->changed.notify_all();
+}
+
+double Communicator::timeout() const {
+  std::lock_guard lock(watchdog_->mutex);
+  return watchdog_->timeout;
+}
+
+int64_t Communicator::collectives_started() const {
+  std::lock_guard lock(watchdog_->mutex);
+  return watchdog_->started;
+}
+
+void Communicator::agree(std::string_view op, std::string_view local_problem, std::span<const Agreed> values) {
+  const Collective collective(*this, op);
+  agree_in(collective, local_problem, values);
+}
+
+void Communicator::agree_in(const Collective& collective, std::string_view local_problem,
+                            std::span<const Agreed> values) {
+  // One max over ranks of [refusing rank + 1, sequence, -sequence, kind, -kind, count,
+  // -count, v0, -v0, v1, -v1, ...] gives every rank the same view: who refused, and
+  // each one's range. The first kInline values travel in a vector of one size for
+  // every collective (ranks in different collectives must still meet in one all-reduce);
+  // more, in a second one once the ranks agree on the count.
+  constexpr size_t kInline = 6;
+  const auto count = static_cast<int64_t>(values.size());
+  const int64_t op = kind_of(collective.op);
+  std::vector<int64_t> maxima{
+      local_problem.empty() ? 0 : rank() + 1, collective.sequence, -collective.sequence, op, -op, count, -count};
+  auto append = [&](std::vector<int64_t>& to, size_t from, size_t end) {
+    for (size_t i = from; i < end; ++i) to.insert(to.end(), {values[i].value, -values[i].value});
+  };
+  append(maxima, 0, std::min(values.size(), kInline));
+  maxima.resize(7 + 2 * kInline, 0);
+  if (world_size() > 1) all_reduce_max(maxima);
+  for (size_t i = 1; i < 7; i += 2)
+    if (maxima[i] != -maxima[i + 1]) out_of_step(collective, op);
+  if (values.size() > kInline) {
+    std::vector<int64_t> rest;
+    append(rest, kInline, values.size());
+    if (world_size() > 1) all_reduce_max(rest);
+    maxima.insert(maxima.end(), rest.begin(), rest.end());
+  }
+  if (!local_problem.empty()) throw Error(std::string(local_problem));
+  LOOM_CHECK(maxima[0] == 0, "{}: rank {} refused its arguments (its own error says why)", collective.op,
+             maxima[0] - 1);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Agreed& a = values[i];
+    const int64_t high = maxima[7 + 2 * i], low = -maxima[8 + 2 * i];
+    auto show = [&](int64_t v) { return a.show ? a.show(v) : std::to_string(v); };
+    LOOM_CHECK(low == high, "{}: the ranks differ in {}: from {} to {}", collective.op, a.what, show(low), show(high));
+  }
+}
+
+// Every rank gets here together (they all saw the difference): each names where it is.
+void Communicator::out_of_step(const Collective& collective, int64_t op) {
+  const int world = world_size();
+  std::vector<int64_t> where(2 * static_cast<size_t>(world), std::numeric_limits<int64_t>::min());
+  where[2 * rank()] = op;
+  where[2 * rank() + 1] = collective.sequence;
+  all_reduce_max(where);
+  std::string ranks;
+  constexpr int kNamed = 16;
+  for (int r = 0; r < std::min(world, kNamed); ++r)
+    ranks += fmt::format("{}rank {} in {} #{}", r == 0 ? "" : ", ", r, kKinds[where[2 * r]], where[2 * r + 1]);
+  if (world > kNamed) ranks += ", ...";
+  fail("{}: the ranks are out of step (each must run the same collectives in the same order): {}", collective.op,
+       ranks);
 }
 
 void Communicator::all_reduce_sum(Tensor& t, Reduce mode) {
   constexpr std::string_view op = "all_reduce";
-  agree(op, detail::tensor_problem(op, "the tensor", t, true, device()),
-        {count_of("element count", t), dtype_of(t), mode_of(mode)});
+  const Collective collective(*this, op);
+  agree_in(collective, detail::tensor_problem(op, "the tensor", t, true, device()),
+           {count_of("element count", t), dtype_of(t), mode_of(mode)});
   KernelScope touches_memory;  // a collective reads and writes its tensors as a kernel does (a GPU's too)
   if (mode == Reduce::exact) {
     Tensor host = on_host(t);
@@ -130,6 +306,7 @@ void Communicator::all_reduce_sum(Tensor& t, Reduce mode) {
 
 void Communicator::all_reduce_tree(std::span<const Tensor> subtree_sums, int64_t micro_batches_per_rank, Tensor& out) {
   constexpr std::string_view op = "all_reduce_tree";
+  const Collective collective(*this, op);
   std::string problem = detail::tensor_problem(op, "the output", out, true, device());
   const int64_t m = micro_batches_per_rank;
   if (problem.empty() && m < 1) problem = fmt::format("{}: {} micro-batches per rank", op, m);
@@ -146,7 +323,7 @@ void Communicator::all_reduce_tree(std::span<const Tensor> subtree_sums, int64_t
       problem = fmt::format("{}: subtree sum {} is {} [{}], the output {} [{}]", op, j, dtype_name(sum.dtype()),
                             sum.numel(), dtype_name(out.dtype()), out.numel());
   }
-  agree(op, problem, {count_of("element count", out), dtype_of(out), {"micro-batches per rank", m}});
+  agree_in(collective, problem, {count_of("element count", out), dtype_of(out), {"micro-batches per rank", m}});
   KernelScope touches_memory;
   std::vector<Tensor> host;
   for (const Tensor& sum : subtree_sums) host.push_back(on_host(sum));
@@ -157,10 +334,11 @@ void Communicator::all_reduce_tree(std::span<const Tensor> subtree_sums, int64_t
 
 void Communicator::reduce_scatter_sum(const Tensor& input, Tensor& output, Reduce mode) {
   constexpr std::string_view op = "reduce_scatter";
+  const Collective collective(*this, op);
   std::string problem = first_of({detail::tensor_problem(op, "the input", input, true, device()),
                                   detail::tensor_problem(op, "the output", output, true, device())});
   if (problem.empty()) problem = whole_and_part_problem(op, input, output, true, world_size());
-  agree(op, problem, {count_of("output element count", output), dtype_of(output), mode_of(mode)});
+  agree_in(collective, problem, {count_of("output element count", output), dtype_of(output), mode_of(mode)});
   KernelScope touches_memory;
   if (mode == Reduce::exact) {
     Tensor host_output = on_host(output);
@@ -173,22 +351,30 @@ void Communicator::reduce_scatter_sum(const Tensor& input, Tensor& output, Reduc
 
 void Communicator::all_gather(const Tensor& input, Tensor& output) {
   constexpr std::string_view op = "all_gather";
+  const Collective collective(*this, op);
   std::string problem = first_of({detail::tensor_problem(op, "the input", input, false, device()),
                                   detail::tensor_problem(op, "the output", output, false, device())});
   if (problem.empty()) problem = whole_and_part_problem(op, input, output, false, world_size());
-  agree(op, problem, {count_of("input element count", input), dtype_of(input)});
+  agree_in(collective, problem, {count_of("input element count", input), dtype_of(input)});
   KernelScope touches_memory;
   all_gather_impl(input, output);
 }
 
 void Communicator::broadcast(Tensor& t, int root) {
   constexpr std::string_view op = "broadcast";
+  const Collective collective(*this, op);
   std::string problem = detail::tensor_problem(op, "the tensor", t, false, device());
   if (problem.empty() && (root < 0 || root >= world_size()))
     problem = fmt::format("{}: root {} is not a rank of {}", op, root, world_size());
-  agree(op, problem, {count_of("element count", t), dtype_of(t), {"root", root}});
+  agree_in(collective, problem, {count_of("element count", t), dtype_of(t), {"root", root}});
   KernelScope touches_memory;
   broadcast_impl(t, root);
+}
+
+// The agreement's all-reduce: no rank leaves it before every rank has come.
+void Communicator::barrier() {
+  const Collective collective(*this, "barrier");
+  agree_in(collective, "", {});
 }
 
 Tensor sum_micro_batches(Communicator& comm, const std::vector<Tensor>& local_micro_batch_grads) {
@@ -210,7 +396,7 @@ Tensor sum_micro_batches(Communicator& comm, const std::vector<Tensor>& local_mi
   const Tensor first = sums.empty() ? Tensor() : sums.front();
   comm.agree(op, problem, {{"micro-batch count", m}, count_of("element count", first), dtype_of(first)});
   Tensor sum = Tensor::empty(first.shape(), {first.dtype()});
-  detail::exact_all_reduce(comm, sums, m, sum);
+  comm.all_reduce_tree(sums, m, sum);
   return sum;
 }
 

@@ -20,7 +20,6 @@ class SelfCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   std::string_view backend_name() const override { return "self"; }
   bool collectives_from_any_thread() const override { return true; }
-  void barrier() override {}
   [[noreturn]] void abort(int code, std::string_view why) override {
     fmt::print(stderr, "loom: aborting: {}\n", why);
     std::fflush(nullptr);

@@ -6,7 +6,7 @@
 // the exact reduction, staged through host memory (tree_sum's bits at any world
 // size). Fast sums and gathers are NCCL's own, queued on loom's stream of the GPU
 // after the kernels that made their inputs. NCCL runs non-blocking: every wait polls
-// its asynchronous error and gives up after LOOM_NCCL_TIMEOUT seconds (default 300),
+// its asynchronous error and gives up after the communicator's collective timeout,
 // so a rank that died makes the others fail with an error, not hang.
 #include <nccl.h>
 
@@ -46,11 +46,6 @@ int local_rank(int rank) {
   return rank;
 }
 
-std::chrono::seconds timeout() {
-  const char* value = std::getenv("LOOM_NCCL_TIMEOUT");
-  return std::chrono::seconds(value ? std::atoi(value) : 300);
-}
-
 class NcclCommunicator final : public dist::Communicator {
  public:
   NcclCommunicator() : host_(dist::make_communicator("auto")) {
@@ -80,7 +75,6 @@ class NcclCommunicator final : public dist::Communicator {
   int world_size() const override { return host_->world_size(); }
   std::string_view backend_name() const override { return "nccl"; }
   Device device() const override { return Device::cuda(device_); }
-  void barrier() override { host_->barrier(); }
   [[noreturn]] void abort(int code, std::string_view why) override {
     ncclCommAbort(comm_);
     comm_ = nullptr;
@@ -148,7 +142,13 @@ class NcclCommunicator final : public dist::Communicator {
   }
   template <typename Done>
   void wait_until(std::string_view op, std::string_view what, Done done) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    // The communicator's collective timeout (0: none), as its watchdog keeps it.
+    const double limit = timeout();
+    const auto deadline =
+        limit > 0
+            ? std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(limit))
+            : std::chrono::steady_clock::time_point::max();
     for (;;) {
       ncclResult_t state = ncclSuccess;
       check_nccl(ncclCommGetAsyncError(comm_, &state), op, "ncclCommGetAsyncError");
@@ -162,8 +162,10 @@ class NcclCommunicator final : public dist::Communicator {
       if (std::chrono::steady_clock::now() > deadline) {
         ncclCommAbort(comm_);
         comm_ = nullptr;
-        fail("{}: rank {}: {} not done after {} s (LOOM_NCCL_TIMEOUT): another rank is gone or stuck", op, rank(), what,
-             timeout().count());
+        fail(
+            "{}: rank {}: {} not done after {:g} s (--collective-timeout, LOOM_COLLECTIVE_TIMEOUT): another rank is "
+            "gone or stuck",
+            op, rank(), what, limit);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }

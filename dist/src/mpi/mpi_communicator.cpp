@@ -96,7 +96,6 @@ class MpiCommunicator final : public Communicator {
   int world_size() const override { return size_; }
   std::string_view backend_name() const override { return "mpi"; }
   bool collectives_from_any_thread() const override { return any_thread_; }
-  void barrier() override { check_mpi(MPI_Barrier(comm_), "barrier", "MPI_Barrier"); }
   [[noreturn]] void abort(int code, std::string_view why) override {
     fmt::print(stderr, "loom: rank {} of {} aborting the job: {}\n", rank_, size_, why);
     std::fflush(nullptr);

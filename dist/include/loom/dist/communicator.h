@@ -5,9 +5,11 @@
 // over NCCL, added by the CUDA layer when CMake finds NCCL).
 //
 // Every collective first agrees with the other ranks, in one small all-reduce, on
-// the arguments (element count, dtype, mode, root): a rank whose input is wrong, or
-// ranks that disagree, make every rank throw a loom::Error naming the op, never a
-// hang with some ranks waiting in a collective the others left.
+// which collective it is (its kind and sequence number) and on the arguments
+// (element count, dtype, mode, root): a rank whose input is wrong, or ranks that
+// disagree or are out of step, make every rank throw a loom::Error naming the op and
+// the ranks. A collective that waits past a timeout for the others (a rank stopped,
+// or never calls it) ends the job naming itself: never a hang.
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -38,7 +40,7 @@ struct Agreed {
 
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  virtual ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
@@ -70,29 +72,51 @@ class Communicator {
   void all_gather(const Tensor& input, Tensor& output);
   // Every rank's `t` is replaced by rank `root`'s. Any dtype.
   void broadcast(Tensor& t, int root);
-  virtual void barrier() = 0;
+  void barrier();
   // Ends the whole job (every rank) with exit code `code` after printing `why`.
   [[noreturn]] virtual void abort(int code, std::string_view why) = 0;
 
   // Throws on every rank when any rank's `local_problem` is not empty (that rank
   // throws its own message, the others name it) or when the ranks' `values` differ
-  // (naming the value and its range over ranks). For collectives, and for a run's
-  // start-up checks (same data, preset, seed on every rank).
+  // (naming the value and its range over ranks). For a run's start-up checks (same
+  // data, preset, seed on every rank); a collective itself, as the others are.
   void agree(std::string_view op, std::string_view local_problem, std::span<const Agreed> values);
   void agree(std::string_view op, std::string_view local_problem, std::initializer_list<Agreed> values) {
     agree(op, local_problem, std::span<const Agreed>(values.begin(), values.size()));
   }
 
-  // Point to point, for algorithms built on the backend (the exact reduction):
+  // A collective that has waited this long for the other ranks ends the job
+  // (abort(1, ...)), naming itself, its sequence number and its rank, as PyTorch's
+  // NCCL watchdog does. 0: no limit. The default: LOOM_COLLECTIVE_TIMEOUT (seconds)
+  // where it is set, else 30 minutes. Timed only with more than one rank.
+  void set_timeout(double seconds);
+  double timeout() const;
+  // The collectives this rank has started: the sequence number every collective's
+  // agreement compares across ranks.
+  int64_t collectives_started() const;
+
+  // Point to point, for algorithms built on the backend (the exact reduction),
+  // within a collective:
   // sends send_count elements of host memory to rank `peer` while receiving
   // recv_count from it; both ranks call it with each other as peer.
   virtual void send_recv(int peer, const void* send, int64_t send_count, void* recv, int64_t recv_count,
                          DType dtype) = 0;
 
  protected:
-  Communicator() = default;
+  Communicator();
 
  private:
+  class Collective;  // one collective's span: its sequence number, timed by the watchdog
+  struct Watchdog;
+  // agree() within a collective: one all-reduce of its kind, sequence number and values.
+  void agree_in(const Collective& collective, std::string_view local_problem, std::span<const Agreed> values);
+  void agree_in(const Collective& collective, std::string_view local_problem, std::initializer_list<Agreed> values) {
+    agree_in(collective, local_problem, std::span<const Agreed>(values.begin(), values.size()));
+  }
+  [[noreturn]] void out_of_step(const Collective& collective, int64_t kind);
+
+  std::unique_ptr<Watchdog> watchdog_;
+
   // The backends' parts, called once the arguments are checked and agreed on.
   virtual void all_reduce_max(std::span<int64_t> values) = 0;  // elementwise, in place
   virtual void all_reduce_sum_fast(Tensor& t) = 0;
