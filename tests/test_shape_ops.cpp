@@ -38,7 +38,7 @@ TEST_CASE("amax, max, argmax") {
   CHECK(a0.shape() == Shape{1, 4});
   check_values(a0, {4.0, 2.5, 3.0, 2.0});
   CHECK(amax(x).item<double>() == 4.0);
-  MaxResult m = max(x, 1);
+  ValuesAndIndices m = max(x, 1);
   check_values(m.values, {3.0, 4.0, 2.5});
   CHECK(m.indices.dtype() == i64);
   CHECK(m.indices.to_vector<int64_t>() == std::vector<int64_t>{2, 0, 1});

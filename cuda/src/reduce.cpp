@@ -1,4 +1,4 @@
-// Registers sum, amax, argmax, logsumexp, var and any_non_finite for cuda.
+// Registers sum, amax, amin, argmax, argmin, logsumexp, var and any_non_finite for cuda.
 #include "loom/autograd.h"
 #include "loom/kernel_table.h"
 #include "loom/ops/kernel_signatures.h"
@@ -59,7 +59,9 @@ void register_reduction(std::string_view op, TypeList<Ts...>) {
 LOOM_KERNELS(cuda_reductions) {
   register_reduction<Reduction::sum>("sum", Numeric{});
   register_reduction<Reduction::amax>("amax", Numeric{});
+  register_reduction<Reduction::amin>("amin", Numeric{});
   register_reduction<Reduction::argmax>("argmax", Numeric{});
+  register_reduction<Reduction::argmin>("argmin", Numeric{});
   register_reduction<Reduction::logsumexp>("logsumexp", Floating{});
   register_kernel<kernels::VarKernel>("var", DeviceType::cuda, DType::f32, var<float>);
   register_kernel<kernels::VarKernel>("var", DeviceType::cuda, DType::f64, var<double>);

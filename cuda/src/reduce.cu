@@ -35,41 +35,48 @@ struct SquareSumReducer {
   __device__ Out finish(Acc acc) const { return static_cast<T>(acc) / static_cast<T>(divisor); }
 };
 
-template <typename T>
-__device__ T lowest() {
-  if constexpr (std::numeric_limits<T>::has_infinity)
-    return -std::numeric_limits<T>::infinity();
+// Where a running max (Largest) or min starts: beaten by every value.
+template <typename T, bool Largest>
+__device__ T worst() {
+  using limits = std::numeric_limits<T>;
+  if constexpr (!limits::has_infinity)
+    return Largest ? limits::lowest() : limits::max();
   else
-    return std::numeric_limits<T>::lowest();
+    return Largest ? -limits::infinity() : limits::infinity();
+}
+template <bool Largest, typename T>
+__device__ bool beats(T v, T best) {
+  return Largest ? v > best : v < best;
 }
 template <typename T>
 __device__ bool is_nan(T v) {
   return v != v;
 }
 
-// NaN wins and stays (PyTorch's amax).
-template <typename T>
-struct MaxReducer {
+// amax (Largest) and amin: NaN wins and stays (PyTorch's).
+template <typename T, bool Largest>
+struct ExtremeReducer {
   using Acc = T;
   using Out = T;
-  __device__ Acc init() const { return lowest<T>(); }
-  __device__ void add(Acc& acc, T v, int64_t) const { acc = (v > acc || is_nan(v)) ? v : acc; }
-  __device__ Acc merge(Acc a, Acc b) const { return (b > a || (is_nan(b) && !is_nan(a))) ? b : a; }
+  __device__ Acc init() const { return worst<T, Largest>(); }
+  __device__ void add(Acc& acc, T v, int64_t) const { acc = (beats<Largest>(v, acc) || is_nan(v)) ? v : acc; }
+  __device__ Acc merge(Acc a, Acc b) const { return (beats<Largest>(b, a) || (is_nan(b) && !is_nan(a))) ? b : a; }
   __device__ Out finish(Acc acc) const { return acc; }
 };
 
-// The first maximum (a NaN counts as the largest); index = position among the reduced elements.
+// argmax (Largest) and argmin: the first extreme (a NaN counts as one); index =
+// position among the reduced elements.
 template <typename T>
-struct ArgmaxAcc {
+struct ArgExtremeAcc {
   T best;
   int64_t index;
 };
-template <typename T>
-struct ArgmaxReducer {
-  using Acc = ArgmaxAcc<T>;
+template <typename T, bool Largest>
+struct ArgExtremeReducer {
+  using Acc = ArgExtremeAcc<T>;
   using Out = int64_t;
-  __device__ static bool better(T v, T best) { return v > best || (is_nan(v) && !is_nan(best)); }
-  __device__ Acc init() const { return {lowest<T>(), -1}; }
+  __device__ static bool better(T v, T best) { return beats<Largest>(v, best) || (is_nan(v) && !is_nan(best)); }
+  __device__ Acc init() const { return {worst<T, Largest>(), -1}; }
   __device__ void add(Acc& acc, T v, int64_t i) const {
     if (acc.index < 0 || better(v, acc.best)) acc = {v, i};  // a thread's indices rise: ties keep the first
   }
@@ -147,8 +154,10 @@ template <typename T>
 void launch_reduce(Reduction r, const ReduceShape& s, void* out, const void* x, double divisor, cudaStream_t stream) {
   switch (r) {
     case Reduction::sum: return run<T>(s, out, x, SumReducer<T>{}, stream);
-    case Reduction::amax: return run<T>(s, out, x, MaxReducer<T>{}, stream);
-    case Reduction::argmax: return run<T>(s, out, x, ArgmaxReducer<T>{}, stream);
+    case Reduction::amax: return run<T>(s, out, x, ExtremeReducer<T, true>{}, stream);
+    case Reduction::amin: return run<T>(s, out, x, ExtremeReducer<T, false>{}, stream);
+    case Reduction::argmax: return run<T>(s, out, x, ArgExtremeReducer<T, true>{}, stream);
+    case Reduction::argmin: return run<T>(s, out, x, ArgExtremeReducer<T, false>{}, stream);
     case Reduction::logsumexp:
       if constexpr (std::is_floating_point_v<T>) return run<T>(s, out, x, LogSumExpReducer<T>{}, stream);
       break;

@@ -1,5 +1,5 @@
 #pragma once
-// Reductions on the GPU (sum, amax, argmax, logsumexp, var's sum of squares,
+// Reductions on the GPU (sum, amax, amin, argmax, argmin, logsumexp, var's sum of squares,
 // any_non_finite): one block per output, each thread taking every blockDim-th
 // reduced element, partials merged by a fixed tree. Fixed order, no atomics.
 #include <cuda_runtime_api.h>
@@ -8,10 +8,10 @@
 
 namespace loom::cuda {
 
-enum class Reduction { sum, amax, argmax, logsumexp, square_sum };
+enum class Reduction { sum, amax, amin, argmax, argmin, logsumexp, square_sum };
 
 // out[o] = the reduction over x's reduced elements of output o. out is dense
-// (T, or int64 for argmax); square_sum writes sum(x^2) / divisor.
+// (T, or int64 for argmax and argmin); square_sum writes sum(x^2) / divisor.
 template <typename T>
 void launch_reduce(Reduction r, const ReduceShape& s, void* out, const void* x, double divisor, cudaStream_t stream);
 

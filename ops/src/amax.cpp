@@ -2,33 +2,15 @@
 //   dx = g * [x == amax] / (number of maxima)     (ties share the gradient evenly,
 //   as torch.amax does; samples draw distinct values so no tie sits near a sample)
 // The tie weights [x == amax] / count are piecewise constant in x, so the backward
-// is linear in g with constant weights and differentiates again without more code.
-// CPU kernels: ops/cpu/amax.cpp.
-#include "elementwise.h"
+// is linear in g with constant weights and differentiates again without more code
+// (ops/support/extremes.cpp, shared with amin). CPU kernels: ops/cpu/amax.cpp.
+#include "extremes.h"
 
 namespace loom {
 
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim, Where where) {
   CallSite site(where);
-  detail::check_dtype("amax", x, detail::DTypes::numeric);
-  Shape reduce_dims = kernels::normalize_dims(dims, x.dim(), "amax");
-  for (int64_t d : reduce_dims)
-    LOOM_CHECK(x.shape()[d] > 0, "amax: cannot reduce over dim {} of size 0 (shape {})", d, x.shape());
-  Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), reduce_dims, keepdim), {x.dtype(), x.device()});
-  detail::kernel_for<kernels::ReduceKernel>("amax", x)(out, x, reduce_dims);
-  return record(
-      "amax", {x}, out,
-      [x, reduce_dims, keepdim](BackwardContext& c, const Tensor& g) -> detail::Grads {
-        Shape kept = kernels::reduced_shape(x.shape(), reduce_dims, true);
-        Tensor weights;
-        {
-          NoGradGuard constant;  // where the maxima are: piecewise constant in x
-          Tensor mask = to_dtype(eq(x, reshape(c.out().detach(), kept)), x.dtype());
-          weights = div(mask, sum(mask, reduce_dims, true));
-        }
-        return {mul(expand(keepdim ? g : reshape(g, kept), x.shape()), weights)};
-      },
-      SavedOutput::yes);
+  return detail::extreme_over("amax", x, dims, keepdim);
 }
 
 static OpCall amax_over(Shape dims, bool keepdim) {

@@ -3,31 +3,19 @@
 // max(x, dim, keepdim) = (values, indices): composite. indices = argmax, values =
 // gather(x, dim, indices), so the values' gradient is gather's: g scattered to
 // the argmax positions (one position per output, even on ties, like torch.max).
-// CPU kernels: ops/cpu/argmax.cpp.
-#include "elementwise.h"
+// (ops/support/extremes.cpp, shared with argmin and min.) CPU kernels: ops/cpu/argmax.cpp.
+#include "extremes.h"
 
 namespace loom {
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim, Where where) {
   CallSite site(where);
-  detail::check_dtype("argmax", x, detail::DTypes::numeric);
-  Shape dims;  // none on a 0-d tensor: its one element is at index 0
-  if (std::optional<int64_t> d = wrap_dim_or_scalar(dim, x.dim(), "argmax")) dims = {*d};
-  for (int64_t d : dims)
-    LOOM_CHECK(x.shape()[d] > 0, "argmax: cannot reduce over dim {} of size 0 (shape {})", d, x.shape());
-  Tensor out = Tensor::empty(kernels::reduced_shape(x.shape(), dims, keepdim), {DType::i64, x.device()});
-  detail::kernel_for<kernels::ReduceKernel>("argmax", x)(out, x, dims);
-  return out;  // integer: recorded by nobody
+  return detail::extreme_index("argmax", x, dim, keepdim);
 }
 
-MaxResult max(const Tensor& x, int64_t dim, bool keepdim, Where where) {
+ValuesAndIndices max(const Tensor& x, int64_t dim, bool keepdim, Where where) {
   CallSite site(where);
-  std::optional<int64_t> d = wrap_dim_or_scalar(dim, x.dim(), "max");
-  if (!d) return {x, argmax(x, dim, keepdim)};  // a 0-d tensor is its own maximum, at index 0
-  Tensor indices = argmax(x, *d, true);
-  Tensor values = gather(x, *d, indices);
-  if (!keepdim) return {squeeze(values, *d), squeeze(indices, *d)};
-  return {values, indices};
+  return detail::extreme_along("max", x, dim, keepdim);
 }
 
 LOOM_OP(argmax){

@@ -19,7 +19,7 @@ import numpy as _np
 from . import _loom
 from ._loom import nn, optim, models, data  # noqa: F401 (loom.nn.Linear, loom.optim.Adam, loom.models.load, loom.data.Store)
 from ._loom import (Error, Tensor, dtype, ops, from_numpy, from_dlpack, zeros, ones, full, arange, rand, randn,
-                    manual_seed, sum, mean, amax, logsumexp, var, argmax, matmul, cat, stack, split, chunk, reshape,
+                    manual_seed, sum, mean, amax, amin, logsumexp, var, argmax, argmin, matmul, cat, stack, split, chunk, reshape,
                     transpose, permute, pad, triu, tril, clamp, where, masked_fill, gather, index_select, index_add,
                     scatter_add, narrow, select,
                     embedding, softmax, log_softmax, layer_norm, dropout, cross_entropy,
@@ -68,8 +68,8 @@ def _naming_arguments(function):
     return call
 
 
-for _name in ("index_add", "scatter_add", "narrow", "select", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "sum", "mean", "amax", "logsumexp",
-              "var", "argmax", "matmul", "cat", "stack", "split", "chunk", "reshape", "transpose", "permute", "pad", "triu",
+for _name in ("index_add", "scatter_add", "narrow", "select", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "sum", "mean", "amax", "amin",
+              "logsumexp", "var", "argmax", "argmin", "matmul", "cat", "stack", "split", "chunk", "reshape", "transpose", "permute", "pad", "triu",
               "tril", "clamp", "where", "masked_fill", "gather", "index_select", "embedding", "softmax",
               "log_softmax", "layer_norm", "dropout", "cross_entropy", "scaled_dot_product_attention"):
     globals()[_name] = _naming_arguments(globals()[_name])
@@ -84,14 +84,15 @@ _ValuesIndices = _collections.namedtuple("values_indices", ["values", "indices"]
 
 
 def _extreme(largest):
+    extreme, index_of = (amax, argmax) if largest else (amin, argmin)
+
     def reduce(input, dim=None, keepdim=False):
         if isinstance(dim, Tensor):
             return (_loom.ops.maximum if largest else _loom.ops.minimum)(input, dim)
-        signed = input if largest else -input
         if dim is None:
-            return amax(signed) if largest else -amax(signed)
-        indices = argmax(signed, dim, keepdim)
-        if input.ndim == 0:  # its own extreme, at index 0 (argmax checked the dim)
+            return extreme(input)
+        indices = index_of(input, dim, keepdim)
+        if input.ndim == 0:  # its own extreme, at index 0 (index_of checked the dim)
             return _ValuesIndices(input * 1, indices)
         values = gather(input, dim, indices if keepdim else indices.unsqueeze(dim))
         return _ValuesIndices(values if keepdim else values.squeeze(dim), indices)
@@ -102,11 +103,6 @@ def _extreme(largest):
 
 
 max, min = _extreme(True), _extreme(False)  # noqa: A001 (loom.max, as torch.max)
-
-
-def argmin(input, dim=None, keepdim=False):
-    """The index of the smallest value (the first of equal ones), as torch.argmin."""
-    return argmax(-input, dim, keepdim)
 
 
 clip = clamp
@@ -481,7 +477,7 @@ def _as_method(function):
 
 
 for _name in ("matmul", "triu", "tril", "clamp", "clip", "masked_fill", "gather", "index_select", "split", "chunk",
-              "argmax", "argmin", "max", "min", "rsqrt", "sign", "eq", "ne", "lt", "le", "gt", "ge", "index_add",
+              "argmax", "argmin", "amin", "max", "min", "rsqrt", "sign", "eq", "ne", "lt", "le", "gt", "ge", "index_add",
               "scatter_add", "maximum", "minimum", "softmax", "log_softmax"):
     if not hasattr(Tensor, _name):
         setattr(Tensor, _name, _as_method(globals()[_name]))

@@ -71,6 +71,20 @@ def test_a_0d_tensor_reduces_over_dim_0_or_minus_1_as_in_pytorch():
         x.size(0)
 
 
+def test_argmin_and_amin_are_their_own_ops_exact_at_int64s_extremes():
+    """argmin was argmax(-x): -(-2**63) wraps to itself, so the smallest int64 was
+    never found."""
+    smallest = -2**63
+    x = loom.tensor([5, smallest, 3, smallest])
+    assert loom.argmin(x).item() == 1 == torch.argmin(torch.tensor([5, smallest, 3, smallest])).item()
+    assert loom.amin(x).item() == smallest
+    values, indices = loom.min(loom.tensor([[4, smallest], [2**63 - 1, 7]]), dim=1)
+    assert values.tolist() == [smallest, 7] and indices.tolist() == [1, 1]
+    assert loom.min(loom.tensor([3.0, float("nan"), 1.0])).item() != loom.min(loom.tensor([3.0, float("nan"), 1.0])).item()
+    assert loom.argmin(loom.tensor([3.0, float("nan"), 1.0])).item() == 1  # NaN first, as torch's
+    assert x.argmin().item() == 1 and x.amin().item() == smallest
+
+
 def test_concurrent_backward_into_one_leaf_loses_nothing():
     x = loom.tensor([1.0, 2.0], dtype=loom.float64, requires_grad=True)
 

@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "loom/kernels/loops.h"
@@ -22,6 +23,25 @@
 namespace loom::kernels {
 
 inline constexpr int64_t kReduceBlock = 16384;  // fixed block: thread-count independent
+
+// Which end max/min-like reductions keep: amax and argmax the largest, amin and argmin the smallest.
+enum class Extreme { largest, smallest };
+template <Extreme E, typename T>
+bool beats(T v, T best) {
+  return E == Extreme::largest ? v > best : v < best;
+}
+// Where a running max (min) starts: beaten by every value.
+template <typename T, Extreme E>
+T worst_value() {
+  using limits = std::numeric_limits<T>;
+  if constexpr (!limits::has_infinity) {
+    return E == Extreme::largest ? limits::lowest() : limits::max();
+  } else if constexpr (E == Extreme::largest) {
+    return -limits::infinity();
+  } else {
+    return limits::infinity();
+  }
+}
 // Independent accumulators a span hook keeps: one long dependency chain becomes
 // kSpanLanes short ones the compiler can put in vector registers. The lanes are
 // combined in lane order, so a span's result depends only on the span.

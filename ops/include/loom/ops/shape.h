@@ -12,23 +12,31 @@ namespace loom {
 // ---- reductions (dims empty = all dims; keepdim leaves them as size 1) ----
 // Largest value over dims. Gradient is split evenly among tied maxima (as torch.amax).
 Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false, Where where = Where::current());
-// Index (int64) of the largest value along dim; the first one on ties. Not differentiable.
+// Smallest value over dims, the same way.
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false, Where where = Where::current());
+// Index (int64) of the largest (smallest) value along dim; the first one on ties, a
+// NaN first of all. Not differentiable.
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false, Where where = Where::current());
-// Largest values along dim and where they are. Composite: argmax, then gather, so
-// the values' gradient goes to the argmax positions only.
-struct MaxResult {
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false, Where where = Where::current());
+// Largest (smallest) values along dim and where they are. Composite: argmax (argmin),
+// then gather, so the values' gradient goes to those positions only.
+struct ValuesAndIndices {
   Tensor values;
   Tensor indices;  // int64
 };
-MaxResult max(const Tensor& x, int64_t dim, bool keepdim = false, Where where = Where::current());
+ValuesAndIndices max(const Tensor& x, int64_t dim, bool keepdim = false, Where where = Where::current());
+ValuesAndIndices min(const Tensor& x, int64_t dim, bool keepdim = false, Where where = Where::current());
 // log(sum(exp(x))) over dims, computed without overflow (relative to the max).
 Tensor logsumexp(const Tensor& x, const Shape& dims = {}, bool keepdim = false, Where where = Where::current());
 // Variance over dims: sum((x - mean)^2) / (N - correction); correction=1 is unbiased.
 Tensor var(const Tensor& x, const Shape& dims = {}, bool keepdim = false, int64_t correction = 1,
            Where where = Where::current());
-// One dim as an integer: amax(x, -1), logsumexp(x, 1, true), var(x, -1).
+// One dim as an integer: amax(x, -1), amin(x, 0), logsumexp(x, 1, true), var(x, -1).
 inline Tensor amax(const Tensor& x, DimIndex auto dim, bool keepdim = false, Where where = Where::current()) {
   return amax(x, Shape{int64_t(dim)}, keepdim, where);
+}
+inline Tensor amin(const Tensor& x, DimIndex auto dim, bool keepdim = false, Where where = Where::current()) {
+  return amin(x, Shape{int64_t(dim)}, keepdim, where);
 }
 inline Tensor logsumexp(const Tensor& x, DimIndex auto dim, bool keepdim = false, Where where = Where::current()) {
   return logsumexp(x, Shape{int64_t(dim)}, keepdim, where);

@@ -1,0 +1,30 @@
+// amin(x, dims, keepdim) = min of x over dims
+//   dx = g * [x == amin] / (number of minima)     (ties share the gradient evenly,
+//   as torch.amin does)
+// amax's computation with the smallest value kept (ops/support/extremes.cpp), not
+// -amax(-x), which overflows at int64's minimum. CPU kernels: ops/cpu/amax.cpp.
+#include "extremes.h"
+
+namespace loom {
+
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim, Where where) {
+  CallSite site(where);
+  return detail::extreme_over("amin", x, dims, keepdim);
+}
+
+static OpCall amin_over(Shape dims, bool keepdim) {
+  return [dims, keepdim](const OpArgs& x) { return amin(x[0], dims, keepdim); };
+}
+
+LOOM_OP(amin){
+    .name = "amin",
+    .formula = "y = min of x over dims",
+    .derivative = "dx = g·[x = y] / (number of minima)   (ties share g)",
+    .shape_rule = "x.shape without dims (size 1 each if keepdim)",
+    .call = [](const OpArgs& x) { return amin(x[0]); },
+    .samples = {unary_sample({4, 7}, Domain::any, "all"),
+                {{{{4, 7}}}, amin_over({1}, false), "dims={1}"},
+                {{{{2, 3, 5}}}, amin_over({0, 2}, true), "dims={0,2} keepdim"}},
+};
+
+}  // namespace loom
