@@ -365,3 +365,79 @@ TEST_CASE("explain: a forward-only op shows its values and no Jacobian") {
   CHECK(!e.first.has_value());
   CHECK(format_explanation(e).find("not differentiable") != std::string::npos);
 }
+
+TEST_CASE("op schema: torch's signature read into names, types and defaults") {
+  const OpSchema s =
+      OpSchema::parse("amax(Tensor input, int[1] dim=[], bool keepdim=False, *, float? eps=None) -> Tensor");
+  CHECK(s.name == "amax");
+  REQUIRE(s.parameters.size() == 4);
+  CHECK(s.parameters[0].type == ArgumentType::tensor);
+  CHECK_FALSE(s.parameters[0].default_value.has_value());
+  CHECK(s.parameters[1].type == ArgumentType::integer_list);
+  CHECK(std::get<std::vector<int64_t>>(*s.parameters[1].default_value).empty());
+  CHECK(std::get<bool>(*s.parameters[2].default_value) == false);
+  CHECK(s.parameters[3].keyword_only);
+  CHECK(s.parameters[3].optional);
+  CHECK(std::holds_alternative<std::monostate>(*s.parameters[3].default_value));
+  CHECK(std::get<std::vector<int64_t>>(*OpSchema::parse("f(int[] d=[0, -1]) -> Tensor").parameters[0].default_value) ==
+        std::vector<int64_t>{0, -1});
+  auto refused = [](std::string_view text) {
+    try {
+      OpSchema::parse(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(refused("f(Tensor x, long n) -> Tensor") ==
+        "op schema 'f(Tensor x, long n) -> Tensor': unknown type 'long' (it knows Tensor, Tensor[], int, int[], float, "
+        "bool, str)");
+  CHECK(refused("f(Tensor x, bool k=0) -> Tensor") ==
+        "op schema 'f(Tensor x, bool k=0) -> Tensor': '0' is not a default of type bool");
+  CHECK(refused("f(int d=None) -> Tensor") ==
+        "op schema 'f(int d=None) -> Tensor': argument 'd' defaults to None but its type has no '?'");
+  CHECK(refused("f(int a=1, int b) -> Tensor") ==
+        "op schema 'f(int a=1, int b) -> Tensor': argument 'b' without a default follows one with a default");
+  CHECK(refused("f(Tensor x, Tensor x) -> Tensor") ==
+        "op schema 'f(Tensor x, Tensor x) -> Tensor': argument name 'x' is empty or repeated");
+  CHECK(refused("f(Tensor x)") == "op schema 'f(Tensor x)': it must return '-> Tensor'");
+}
+
+TEST_CASE("op schema: every op's invoke runs on its samples with the defaults, as its own call where they agree") {
+  int with_schema = 0;
+  for (const OpInfo& op : registered_ops()) {
+    if (!op.signature) continue;
+    ++with_schema;
+    CAPTURE(op.name);
+    CHECK(op.signature->parameters.front().type == ArgumentType::tensor);
+    for (size_t i = 0; i < op.samples.size(); ++i) {
+      const std::vector<Tensor> inputs = make_inputs(op, op.samples[i], i);
+      std::vector<ArgumentValue> values;
+      size_t next_input = 0;
+      for (const Parameter& p : op.signature->parameters) {
+        if (p.type == ArgumentType::tensor && next_input < inputs.size()) {
+          values.emplace_back(inputs[next_input++]);
+        } else if (p.default_value) {
+          values.push_back(*p.default_value);
+        } else {
+          values.emplace_back(std::vector<int64_t>{-1});  // the one required attribute so far: logsumexp's dim
+        }
+      }
+      const Tensor out = op.invoke(Arguments(*op.signature, values));
+      CHECK(out.defined());
+    }
+  }
+  CHECK(with_schema >= 7);
+  // The reductions' default (dims=None, keepdim=False) is also their registered call's.
+  const OpInfo& sum_op = *find_op("sum");
+  const std::vector<Tensor> x = make_inputs(sum_op, sum_op.samples[0], 0);
+  const Tensor by_name = sum_op.invoke(Arguments(*sum_op.signature, {x[0], std::vector<int64_t>{1}, true}));
+  CHECK(by_name.shape() == Shape{4, 1});
+  CHECK(by_name.to_vector<double>() == sum(x[0], {1}, true).to_vector<double>());
+  CHECK_THROWS_WITH(Arguments(*sum_op.signature, {x[0], int64_t{1}, true}),
+                    "sum: argument 'dim' must be int[] or None");
+  CHECK_THROWS_WITH(
+      Arguments(*sum_op.signature, {x[0], std::monostate{}, true}).integer("keepdim"),
+      "sum: argument 'keepdim' read as another type than it holds (sum(Tensor input, int[1]? dim=None, bool "
+      "keepdim=False) -> Tensor)");
+}

@@ -25,6 +25,13 @@ void register_op(OpInfo info) {
              "register_op: op '{}' is registered twice", info.name);
   LOOM_CHECK(info.call != nullptr, "register_op: op '{}' has no call", info.name);
   LOOM_CHECK(!info.samples.empty(), "register_op: op '{}' has no samples: nothing would test it", info.name);
+  LOOM_CHECK(info.schema.empty() == (info.invoke == nullptr), "register_op: op '{}' has a {} without {}", info.name,
+             info.schema.empty() ? "invoke" : "schema", info.schema.empty() ? "a schema" : "an invoke");
+  if (!info.schema.empty()) {
+    info.signature = OpSchema::parse(info.schema);
+    LOOM_CHECK(info.signature->name == info.name, "register_op: op '{}' has the schema of '{}'", info.name,
+               info.signature->name);
+  }
   auto& all = ops();
   // Keep the registry sorted so reports and tests have a stable order.
   auto at = std::lower_bound(all.begin(), all.end(), info.name,

@@ -28,6 +28,8 @@ LOOM_OP(amax){
                 {{{{4, 7}}}, amax_over({0}, true), "dims={0} keepdim"},
                 {{{{2, 3, 5}}}, amax_over({0, 2}, false), "dims={0,2}"},
                 {{{{2, 3, 5}}}, amax_over({-1}, true), "dims={-1} keepdim"}},
+    .schema = "amax(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor",
+    .invoke = [](const Arguments& a) { return amax(a.tensor("input"), a.integers("dim"), a.boolean("keepdim")); },
 };
 
 }  // namespace loom

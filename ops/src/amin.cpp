@@ -25,6 +25,8 @@ LOOM_OP(amin){
     .samples = {unary_sample({4, 7}, Domain::any, "all"),
                 {{{{4, 7}}}, amin_over({1}, false), "dims={1}"},
                 {{{{2, 3, 5}}}, amin_over({0, 2}, true), "dims={0,2} keepdim"}},
+    .schema = "amin(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor",
+    .invoke = [](const Arguments& a) { return amin(a.tensor("input"), a.integers("dim"), a.boolean("keepdim")); },
 };
 
 }  // namespace loom

@@ -28,6 +28,11 @@ LOOM_OP(argmax){
                 {{{{2, 3, 5}}}, [](const OpArgs& x) { return argmax(x[0], 0, true); }, "dim=0 keepdim"},
                 {{{{3, 40}}}, [](const OpArgs& x) { return argmax(x[0], -1); }, "dim=-1"}},
     .differentiable = false,
+    .schema = "argmax(Tensor input, int? dim=None, bool keepdim=False) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          return detail::flat_or_along("argmax", a.tensor("input"), a.optional_integer("dim"), a.boolean("keepdim"));
+        },
 };
 
 LOOM_OP(max){

@@ -43,6 +43,8 @@ LOOM_OP(logsumexp){
     .samples = {lse_sample({4, 7}, {}, false, "all"), lse_sample({4, 7}, {1}, false, "dims={1}"),
                 lse_sample({4, 7}, {0}, true, "dims={0} keepdim"), lse_sample({2, 3, 5}, {0, 2}, false, "dims={0,2}"),
                 lse_sample({2, 3, 5}, {-1}, true, "dims={-1} keepdim")},
+    .schema = "logsumexp(Tensor input, int[1] dim, bool keepdim=False) -> Tensor",
+    .invoke = [](const Arguments& a) { return logsumexp(a.tensor("input"), a.integers("dim"), a.boolean("keepdim")); },
 };
 
 }  // namespace loom

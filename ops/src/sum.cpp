@@ -64,6 +64,8 @@ LOOM_OP(sum){
                 // the fast paths' vector lanes, blocks and tails (rows of 70; a column sum of 20 rows)
                 {{{{3, 70}}}, sum_over({1}, false), "[3,70] dims={1}"},
                 {{{{20, 70}}}, sum_over({0}, false), "[20,70] dims={0}"}},
+    .schema = "sum(Tensor input, int[1]? dim=None, bool keepdim=False) -> Tensor",
+    .invoke = [](const Arguments& a) { return sum(a.tensor("input"), a.integers("dim"), a.boolean("keepdim")); },
 };
 
 LOOM_OP(mean){
@@ -74,6 +76,8 @@ LOOM_OP(mean){
     .call = [](const OpArgs& x) { return mean(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::any, "all"),
                 {{{{2, 3, 5}}}, [](const OpArgs& x) { return mean(x[0], {1}, true); }, "dims={1} keepdim"}},
+    .schema = "mean(Tensor input, int[1]? dim=None, bool keepdim=False) -> Tensor",
+    .invoke = [](const Arguments& a) { return mean(a.tensor("input"), a.integers("dim"), a.boolean("keepdim")); },
 };
 
 LOOM_OP(sum_to){

@@ -35,6 +35,12 @@ Tensor extreme_index(std::string_view op, const Tensor& x, int64_t dim, bool kee
   return out;  // integer: recorded by nobody
 }
 
+Tensor flat_or_along(std::string_view op, const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  if (dim) return extreme_index(op, x, *dim, keepdim);
+  const Tensor flat = extreme_index(op, reshape(x, {-1}), 0, false);
+  return keepdim ? reshape(flat, Shape(static_cast<size_t>(x.dim()), 1)) : flat;
+}
+
 ValuesAndIndices extreme_along(std::string_view op, const Tensor& x, int64_t dim, bool keepdim) {
   const std::string_view index_op = op == "max" ? "argmax" : "argmin";
   std::optional<int64_t> d = wrap_dim_or_scalar(dim, x.dim(), op);

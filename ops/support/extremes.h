@@ -11,6 +11,8 @@ Tensor extreme_over(std::string_view op, const Tensor& x, const Shape& dims, boo
 // The index (int64) of the first largest (argmax) or smallest (argmin) value along
 // dim by `op`'s kernel; a 0-d tensor's is 0. Piecewise constant: not recorded.
 Tensor extreme_index(std::string_view op, const Tensor& x, int64_t dim, bool keepdim);
+// argmax or argmin as torch's: along dim, or without one the index into the flattened tensor.
+Tensor flat_or_along(std::string_view op, const Tensor& x, std::optional<int64_t> dim, bool keepdim);
 // max or min along dim: the values where extreme_index points (gather, so the values'
 // gradient goes to those positions only) and the indices.
 ValuesAndIndices extreme_along(std::string_view op, const Tensor& x, int64_t dim, bool keepdim);

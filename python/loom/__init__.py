@@ -68,8 +68,8 @@ def _naming_arguments(function):
     return call
 
 
-for _name in ("index_add", "scatter_add", "narrow", "select", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "sum", "mean", "amax", "amin",
-              "logsumexp", "var", "argmax", "argmin", "matmul", "cat", "stack", "split", "chunk", "reshape", "transpose", "permute", "pad", "triu",
+for _name in ("index_add", "scatter_add", "narrow", "select", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed",
+              "var", "matmul", "cat", "stack", "split", "chunk", "reshape", "transpose", "permute", "pad", "triu",
               "tril", "clamp", "where", "masked_fill", "gather", "index_select", "embedding", "softmax",
               "log_softmax", "layer_norm", "dropout", "cross_entropy", "scaled_dot_product_attention"):
     globals()[_name] = _naming_arguments(globals()[_name])

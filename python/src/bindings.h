@@ -13,13 +13,14 @@ namespace loom::python {
 
 namespace py = pybind11;
 
-void bind_tensor(py::module_& m);    // tensor.cpp: the Tensor class, operators, methods, indexing
-void bind_interop(py::module_& m);   // interop.cpp: NumPy, the buffer protocol, DLPack (zero-copy)
-void bind_ops(py::module_& m);       // ops.cpp: every registered op, from the registry; ops with attributes
-void bind_autograd(py::module_& m);  // autograd.cpp: grad modes, loom.grad, hooks, Python-defined ops
-void bind_study(py::module_& m);     // study.cpp: gradcheck, explain, the graph picture
-void bind_models(py::module_& m);    // models.cpp: loom.nn, loom.optim, loom.models (a trained model folder)
-void bind_data(py::module_& m);      // data.cpp: loom.data, corpus stores
+void bind_tensor(py::module_& m);      // tensor.cpp: the Tensor class, operators, methods, indexing
+void bind_interop(py::module_& m);     // interop.cpp: NumPy, the buffer protocol, DLPack (zero-copy)
+void bind_ops(py::module_& m);         // ops.cpp: every registered op, from the registry; ops with attributes
+void bind_autograd(py::module_& m);    // autograd.cpp: grad modes, loom.grad, hooks, Python-defined ops
+void bind_signatures(py::module_& m);  // signatures.cpp: loom.<op> and Tensor.<op> from the ops' schemas
+void bind_study(py::module_& m);       // study.cpp: gradcheck, explain, the graph picture
+void bind_models(py::module_& m);      // models.cpp: loom.nn, loom.optim, loom.models (a trained model folder)
+void bind_data(py::module_& m);        // data.cpp: loom.data, corpus stores
 
 // A Python object that C++ may hold and drop on any thread (a hook, a Python
 // op's backward, an array whose memory a tensor borrows): dropping it takes the

@@ -62,6 +62,7 @@ PYBIND11_MODULE(_loom, m) {
   bind_tensor(m);
   bind_interop(m);
   bind_ops(m);
+  bind_signatures(m);
   bind_autograd(m);
   bind_study(m);
   bind_models(m);

@@ -56,21 +56,6 @@ Shape size_of(const py::args& size, const char* factory) {
 }
 
 // loom.zeros / loom.ones: filled with a value.
-// amax and amin over dims (none: all), as torch's.
-template <Tensor (*extreme)(const Tensor&, const Shape&, bool, Where)>
-Tensor extreme_over(const Tensor& x, const py::object& dim, bool keepdim) {
-  const Shape dims = dims_of(dim);
-  return released([&] { return extreme(x, dims, keepdim, Where::current()); });
-}
-
-// argmax and argmin along dim; without one, the index into the flattened tensor (torch's).
-template <Tensor (*index_of)(const Tensor&, int64_t, bool, Where)>
-Tensor extreme_index(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  if (dim) return index_of(x, *dim, keepdim, Where::current());
-  const Tensor flat = index_of(reshape(x, {-1}), 0, false, Where::current());
-  return keepdim ? reshape(flat, Shape(static_cast<size_t>(x.dim()), 1)) : flat;
-}
-
 template <Tensor (*fill)(const Shape&, TensorOptions)>
 void bind_filled(py::module_& m, const char* name) {
   m.def(
@@ -160,30 +145,7 @@ void bind_ops(py::module_& m) {
   bind_random<rand>(m, "rand");
   m.def("manual_seed", &manual_seed, py::arg("seed"));
 
-  // Reductions
-  m.def(
-      "sum",
-      [](const Tensor& x, const py::object& dim, bool keepdim) {
-        const Shape dims = dims_of(dim);
-        return released([&] { return sum(x, dims, keepdim); });
-      },
-      py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
-  m.def(
-      "mean",
-      [](const Tensor& x, const py::object& dim, bool keepdim) {
-        const Shape dims = dims_of(dim);
-        return released([&] { return mean(x, dims, keepdim); });
-      },
-      py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
-  m.def("amax", &extreme_over<amax>, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
-  m.def("amin", &extreme_over<amin>, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
-  m.def(
-      "logsumexp",
-      [](const Tensor& x, const py::object& dim, bool keepdim) {
-        const Shape dims = dims_of(dim);
-        return released([&] { return logsumexp(x, dims, keepdim); });
-      },
-      py::arg("input"), py::arg("dim"), py::arg("keepdim") = false);
+  // Reductions: sum, mean, amax, amin, logsumexp, argmax, argmin come from their schemas (signatures.cpp)
   m.def(
       "var",
       [](const Tensor& x, const py::object& dim, bool keepdim, int64_t correction) {
@@ -191,10 +153,6 @@ void bind_ops(py::module_& m) {
         return released([&] { return var(x, dims, keepdim, correction); });
       },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false, py::arg("correction") = 1);
-  m.def("argmax", &extreme_index<argmax>, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false,
-        Release());
-  m.def("argmin", &extreme_index<argmin>, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false,
-        Release());
 
   // Products, shapes, joins
   m.def(

@@ -290,34 +290,6 @@ void bind_tensor(py::module_& m) {
       .def("__getitem__", &index)
       // Reductions
       .def(
-          "sum",
-          [](const Tensor& t, const py::object& dim, bool keepdim) {
-            const Shape dims = dims_of(dim);
-            return released([&] { return t.sum(dims, keepdim); });
-          },
-          py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def(
-          "mean",
-          [](const Tensor& t, const py::object& dim, bool keepdim) {
-            const Shape dims = dims_of(dim);
-            return released([&] { return t.mean(dims, keepdim); });
-          },
-          py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def(
-          "amax",
-          [](const Tensor& t, const py::object& dim, bool keepdim) {
-            const Shape dims = dims_of(dim);
-            return released([&] { return t.amax(dims, keepdim); });
-          },
-          py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def(
-          "logsumexp",
-          [](const Tensor& t, const py::object& dim, bool keepdim) {
-            const Shape dims = dims_of(dim);
-            return released([&] { return t.logsumexp(dims, keepdim); });
-          },
-          py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def(
           "var",
           [](const Tensor& t, const py::object& dim, bool keepdim, int64_t correction) {
             const Shape dims = dims_of(dim);

@@ -21,12 +21,19 @@ def test_wrong_python_types_are_type_errors():
     with pytest.raises(TypeError, match="argument 2 must be a loom.Tensor"):
         loom.ops.add(loom.ones([2]), 3)
     # Each names the argument it refuses, and what it got.
-    with pytest.raises(TypeError, match=r"loom.sum: argument 'input' must be loom.Tensor, got list"):
+    with pytest.raises(TypeError, match=r"loom.sum: argument 'input' \(position 1\) must be loom.Tensor, got list"):
         loom.sum([1, 2])
     with pytest.raises(TypeError, match=r"loom.softmax: argument 'dim' must be int, got str \('x'\)"):
         loom.softmax(loom.ones([2]), dim="x")
-    with pytest.raises(TypeError, match=r"argument 'dim' must be None, an int or a sequence of ints, got str"):
+    with pytest.raises(TypeError, match=r"loom.sum: argument 'dim' \(position 2\) must be an int or a sequence of ints "
+                       r"or None, got str"):
         loom.ones([2]).sum(dim="a")
+    with pytest.raises(TypeError, match=r"loom.amax: got an unexpected keyword argument 'dims'"):
+        loom.amax(loom.ones([2]), dims=0)
+    with pytest.raises(TypeError, match=r"loom.logsumexp: missing required argument 'dim' \(position 2\)"):
+        loom.ones([2]).logsumexp()
+    with pytest.raises(TypeError, match=r"loom.argmax: argument 'keepdim' \(position 3\) must be bool, got int"):
+        loom.argmax(loom.ones([2]), 0, 1)
     with pytest.raises(TypeError, match=r"argument 'dtype' must be a loom dtype .* got str"):
         loom.zeros([2], dtype="float32")
     with pytest.raises(TypeError, match=r"argument 'mask' must be a loom.Tensor or None, got int"):
@@ -91,7 +98,9 @@ def test_ctrl_c_stops_a_long_call_between_kernels():
     import time
 
     code = r"""
-import time, loom
+import signal, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with it ignored
+import loom
 model = loom.models.Transformer(loom.models.TransformerConfig.preset("tiny", 40))
 src = loom.tensor([[(i * 7 + j) % 37 + 3 for j in range(60)] for i in range(768)], dtype=loom.int64)
 times = []
@@ -126,7 +135,9 @@ def test_ctrl_c_stops_one_long_kernel():
     import time
 
     code = r"""
-import time, loom
+import signal, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job starts with it ignored
+import loom
 start = time.perf_counter(); loom.ones([1]).expand([2**30]).sum(); print("ready", time.perf_counter() - start, flush=True)
 start = time.perf_counter()
 try:

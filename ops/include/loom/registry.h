@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/op_schema.h"
 #include "loom/random.h"
 #include "loom/tensor.h"
 
@@ -61,6 +62,12 @@ struct OpInfo {
   bool gradgrad = true;        // run gradgradcheck (false only with a stated reason)
   bool variants = true;        // run non-contiguous and broadcast variants
   std::string note;            // e.g. why gradgrad is off
+  // torch's signature of the function of the same name (loom/op_schema.h), and the call
+  // it describes: Python's loom.<name> and Tensor.<name> are made from them, and
+  // test_registry calls invoke on every sample. Without one, the op is in loom.ops only.
+  std::string schema;
+  std::function<Tensor(const Arguments&)> invoke;
+  std::optional<OpSchema> signature;  // schema as register_op read it
 };
 
 // Shorthands for the common sample shapes.
