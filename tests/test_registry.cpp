@@ -403,29 +403,16 @@ TEST_CASE("op schema: torch's signature read into names, types and defaults") {
   CHECK(refused("f(Tensor x)") == "op schema 'f(Tensor x)': it must return '-> Tensor'");
 }
 
-TEST_CASE("op schema: every op's invoke runs on its samples with the defaults, as its own call where they agree") {
+TEST_CASE("op schema: every op with one has samples that call its invoke by their attributes") {
   int with_schema = 0;
   for (const OpInfo& op : registered_ops()) {
     if (!op.signature) continue;
     ++with_schema;
     CAPTURE(op.name);
-    CHECK(op.signature->parameters.front().type == ArgumentType::tensor);
-    for (size_t i = 0; i < op.samples.size(); ++i) {
-      const std::vector<Tensor> inputs = make_inputs(op, op.samples[i], i);
-      std::vector<ArgumentValue> values;
-      size_t next_input = 0;
-      for (const Parameter& p : op.signature->parameters) {
-        if (p.type == ArgumentType::tensor && next_input < inputs.size()) {
-          values.emplace_back(inputs[next_input++]);
-        } else if (p.default_value) {
-          values.push_back(*p.default_value);
-        } else {
-          values.emplace_back(std::vector<int64_t>{-1});  // the one required attribute so far: logsumexp's dim
-        }
-      }
-      const Tensor out = op.invoke(Arguments(*op.signature, values));
-      CHECK(out.defined());
-    }
+    const Parameter& first = op.signature->parameters.front();
+    CHECK((first.type == ArgumentType::tensor || first.type == ArgumentType::tensor_list));
+    // The test matrix runs these through invoke: gradcheck and the rest check the schema's call.
+    CHECK(std::any_of(op.samples.begin(), op.samples.end(), [](const Sample& s) { return !s.attributes.empty(); }));
   }
   CHECK(with_schema >= 7);
   // The reductions' default (dims=None, keepdim=False) is also their registered call's.

@@ -85,6 +85,7 @@ std::string format_explanation(const Explanation& e, const ExplainFormat& format
   const OpInfo& op = *e.op;
   std::string out;
   out += fmt::format("{}\n\n", op.name);
+  if (!op.schema.empty()) out += fmt::format("  signature   {}  (torch's; loom.{} takes it)\n", op.schema, op.name);
   out += fmt::format("  forward     {}\n", op.formula);
   out += fmt::format("  derivative  {}\n", op.derivative);
   out += fmt::format("  shape       {}\n", op.shape_rule);

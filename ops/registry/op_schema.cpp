@@ -97,6 +97,10 @@ bool holds_type(const ArgumentValue& v, ArgumentType type) {
 
 }  // namespace
 
+bool fits(const Parameter& p, const ArgumentValue& value) {
+  return std::holds_alternative<std::monostate>(value) ? p.optional : holds_type(value, p.type);
+}
+
 std::string_view type_name(ArgumentType type) {
   for (const auto& [name, t] : kTypes)
     if (t == type) return name;
@@ -165,9 +169,8 @@ Arguments::Arguments(const OpSchema& schema, std::vector<ArgumentValue> values)
              values_.size(), schema.parameters.size());
   for (size_t i = 0; i < values_.size(); ++i) {
     const Parameter& p = schema.parameters[i];
-    const bool none = std::holds_alternative<std::monostate>(values_[i]);
-    LOOM_CHECK(none ? p.optional : holds_type(values_[i], p.type), "{}: argument '{}' must be {}{}", schema.name,
-               p.name, type_name(p.type), p.optional ? " or None" : "");
+    LOOM_CHECK(fits(p, values_[i]), "{}: argument '{}' must be {}{}", schema.name, p.name, type_name(p.type),
+               p.optional ? " or None" : "");
   }
 }
 

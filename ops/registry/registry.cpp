@@ -32,6 +32,16 @@ void register_op(OpInfo info) {
     LOOM_CHECK(info.signature->name == info.name, "register_op: op '{}' has the schema of '{}'", info.name,
                info.signature->name);
   }
+  for (const Sample& sample : info.samples) {
+    LOOM_CHECK(sample.attributes.empty() || (info.signature && !sample.call),
+               "register_op: op '{}' sample '{}' states attributes without a schema, or beside a call", info.name,
+               sample.label);
+    for (const auto& [name, value] : sample.attributes) {
+      const Parameter* p = info.signature->find(name);
+      LOOM_CHECK(p != nullptr && fits(*p, value), "register_op: op '{}' sample '{}': attribute '{}' is not {} of {}",
+                 info.name, sample.label, name, p ? "of the type" : "an argument", info.schema);
+    }
+  }
   auto& all = ops();
   // Keep the registry sorted so reports and tests have a stable order.
   auto at = std::lower_bound(all.begin(), all.end(), info.name,
@@ -41,6 +51,33 @@ void register_op(OpInfo info) {
 
 namespace detail {
 const void* link_every_registration();  // generated: refers to every LOOM_OP, LOOM_KERNELS and LOOM_BENCH
+}
+
+OpCall sample_call(const OpInfo& op, const Sample& sample) {
+  if (sample.call) return sample.call;
+  if (sample.attributes.empty()) return op.call;
+  return [schema = *op.signature, invoke = op.invoke, attributes = sample.attributes,
+          label = sample.label](const OpArgs& inputs) {
+    // The inputs fill the tensor arguments in order (a Tensor[] takes the rest).
+    std::vector<ArgumentValue> values;
+    size_t next = 0;
+    for (const Parameter& p : schema.parameters) {
+      auto given = std::find_if(attributes.begin(), attributes.end(), [&](const auto& a) { return a.first == p.name; });
+      if (p.type == ArgumentType::tensor && next < inputs.size()) {
+        values.emplace_back(inputs[next++]);
+      } else if (p.type == ArgumentType::tensor_list) {
+        values.emplace_back(std::vector<Tensor>(inputs.begin() + static_cast<std::ptrdiff_t>(next), inputs.end()));
+        next = inputs.size();
+      } else if (given != attributes.end()) {
+        values.push_back(given->second);
+      } else {
+        LOOM_CHECK(p.default_value.has_value(), "{}: sample '{}' gives no '{}', which has no default", schema.name,
+                   label, p.name);
+        values.push_back(*p.default_value);
+      }
+    }
+    return invoke(Arguments(schema, std::move(values)));
+  };
 }
 
 const std::vector<OpInfo>& registered_ops() {

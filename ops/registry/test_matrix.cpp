@@ -177,7 +177,7 @@ std::vector<Tensor> sample_leaves(const OpInfo& op, size_t sample_index) {
 
 MultiFn sample_function(const OpInfo& op, size_t sample_index) {
   const Sample& sample = op.samples.at(sample_index);
-  const OpCall call = sample.call ? sample.call : op.call;
+  const OpCall call = sample_call(op, sample);
   return [call](const std::vector<Tensor>& args) { return std::vector<Tensor>{call(args)}; };
 }
 
@@ -198,8 +198,9 @@ class SampleChecks {
   SampleChecks(const OpInfo& op, size_t s, std::vector<CheckResult>& results)
       : op_(op),
         sample_(op.samples[s]),
-        call_(sample_.call ? sample_.call : op.call),
-        composed_(sample_.composed ? sample_.composed : (sample_.call ? OpCall() : op.composed)),
+        call_(sample_call(op, sample_)),
+        composed_(sample_.composed ? sample_.composed
+                                   : (sample_.call || !sample_.attributes.empty() ? OpCall() : op.composed)),
         fn_(sample_function(op, s)),
         label_(sample_label(sample_)),
         values_(make_inputs(op, sample_, s)),

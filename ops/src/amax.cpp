@@ -13,10 +13,6 @@ Tensor amax(const Tensor& x, const Shape& dims, bool keepdim, Where where) {
   return detail::extreme_over("amax", x, dims, keepdim);
 }
 
-static OpCall amax_over(Shape dims, bool keepdim) {
-  return [dims, keepdim](const OpArgs& x) { return amax(x[0], dims, keepdim); };
-}
-
 LOOM_OP(amax){
     .name = "amax",
     .formula = "y = max of x over dims",
@@ -24,10 +20,14 @@ LOOM_OP(amax){
     .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return amax(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::any, "all"),
-                {{{{4, 7}}}, amax_over({1}, false), "dims={1}"},
-                {{{{4, 7}}}, amax_over({0}, true), "dims={0} keepdim"},
-                {{{{2, 3, 5}}}, amax_over({0, 2}, false), "dims={0,2}"},
-                {{{{2, 3, 5}}}, amax_over({-1}, true), "dims={-1} keepdim"}},
+                {.inputs = {{{4, 7}}}, .label = "dims={1}", .attributes = {{"dim", Shape{1}}}},
+                {.inputs = {{{4, 7}}},
+                 .label = "dims={0} keepdim",
+                 .attributes = {{"dim", Shape{0}}, {"keepdim", true}}},
+                {.inputs = {{{2, 3, 5}}}, .label = "dims={0,2}", .attributes = {{"dim", Shape{0, 2}}}},
+                {.inputs = {{{2, 3, 5}}},
+                 .label = "dims={-1} keepdim",
+                 .attributes = {{"dim", Shape{-1}}, {"keepdim", true}}}},
     .schema = "amax(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor",
     .invoke = [](const Arguments& a) { return amax(a.tensor("input"), a.integers("dim"), a.boolean("keepdim")); },
 };

@@ -12,10 +12,6 @@ Tensor amin(const Tensor& x, const Shape& dims, bool keepdim, Where where) {
   return detail::extreme_over("amin", x, dims, keepdim);
 }
 
-static OpCall amin_over(Shape dims, bool keepdim) {
-  return [dims, keepdim](const OpArgs& x) { return amin(x[0], dims, keepdim); };
-}
-
 LOOM_OP(amin){
     .name = "amin",
     .formula = "y = min of x over dims",
@@ -23,8 +19,10 @@ LOOM_OP(amin){
     .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return amin(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::any, "all"),
-                {{{{4, 7}}}, amin_over({1}, false), "dims={1}"},
-                {{{{2, 3, 5}}}, amin_over({0, 2}, true), "dims={0,2} keepdim"}},
+                {.inputs = {{{4, 7}}}, .label = "dims={1}", .attributes = {{"dim", Shape{1}}}},
+                {.inputs = {{{2, 3, 5}}},
+                 .label = "dims={0,2} keepdim",
+                 .attributes = {{"dim", Shape{0, 2}}, {"keepdim", true}}}},
     .schema = "amin(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor",
     .invoke = [](const Arguments& a) { return amin(a.tensor("input"), a.integers("dim"), a.boolean("keepdim")); },
 };

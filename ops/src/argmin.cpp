@@ -25,8 +25,11 @@ LOOM_OP(argmin){
     .shape_rule = "x.shape without dim (size 1 if keepdim), int64",
     .call = [](const OpArgs& x) { return argmin(x[0], 1); },
     .samples = {unary_sample({4, 7}, Domain::any, "dim=1"),
-                {{{{2, 3, 5}}}, [](const OpArgs& x) { return argmin(x[0], 0, true); }, "dim=0 keepdim"},
-                {{{{3, 40}}}, [](const OpArgs& x) { return argmin(x[0], -1); }, "dim=-1"}},
+                {.inputs = {{{2, 3, 5}}},
+                 .label = "dim=0 keepdim",
+                 .attributes = {{"dim", int64_t{0}}, {"keepdim", true}}},
+                {.inputs = {{{3, 40}}}, .label = "dim=-1", .attributes = {{"dim", int64_t{-1}}}},
+                {.inputs = {{{3, 4}}}, .label = "flattened", .attributes = {{"dim", std::monostate{}}}}},
     .differentiable = false,
     .schema = "argmin(Tensor input, int? dim=None, bool keepdim=False) -> Tensor",
     .invoke =

@@ -28,10 +28,10 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim, Where where) 
 }
 
 static Sample lse_sample(Shape shape, Shape dims, bool keepdim, std::string label) {
-  return {{{std::move(shape)}},
-          [dims, keepdim](const OpArgs& x) { return logsumexp(x[0], dims, keepdim); },
-          std::move(label),
-          [dims, keepdim](const OpArgs& x) { return log(sum(exp(x[0]), dims, keepdim)); }};
+  return {.inputs = {{std::move(shape)}},
+          .label = std::move(label),
+          .composed = [dims, keepdim](const OpArgs& x) { return log(sum(exp(x[0]), dims, keepdim)); },
+          .attributes = {{"dim", dims}, {"keepdim", keepdim}}};
 }
 
 LOOM_OP(logsumexp){

@@ -46,24 +46,21 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim, Where where) {
   return mul(sum(x, reduce_dims, keepdim), scalar_tensor(1.0 / static_cast<double>(count), {x.dtype(), x.device()}));
 }
 
-static OpCall sum_over(Shape dims, bool keepdim) {
-  return [dims, keepdim](const OpArgs& x) { return sum(x[0], dims, keepdim); };
-}
-
 LOOM_OP(sum){
     .name = "sum",
     .formula = "y = Σ x over dims",
     .derivative = "dx = g broadcast back to x.shape",
     .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return sum(x[0]); },
-    .samples = {unary_sample({4, 7}, Domain::any, "all"),
-                {{{{4, 7}}}, sum_over({1}, false), "dims={1}"},
-                {{{{4, 7}}}, sum_over({0}, true), "dims={0} keepdim"},
-                {{{{2, 3, 5}}}, sum_over({0, 2}, false), "dims={0,2}"},
-                {{{{2, 3, 5}}}, sum_over({-1}, true), "dims={-1} keepdim"},
-                // the fast paths' vector lanes, blocks and tails (rows of 70; a column sum of 20 rows)
-                {{{{3, 70}}}, sum_over({1}, false), "[3,70] dims={1}"},
-                {{{{20, 70}}}, sum_over({0}, false), "[20,70] dims={0}"}},
+    .samples =
+        {unary_sample({4, 7}, Domain::any, "all"),
+         {.inputs = {{{4, 7}}}, .label = "dims={1}", .attributes = {{"dim", Shape{1}}}},
+         {.inputs = {{{4, 7}}}, .label = "dims={0} keepdim", .attributes = {{"dim", Shape{0}}, {"keepdim", true}}},
+         {.inputs = {{{2, 3, 5}}}, .label = "dims={0,2}", .attributes = {{"dim", Shape{0, 2}}}},
+         {.inputs = {{{2, 3, 5}}}, .label = "dims={-1} keepdim", .attributes = {{"dim", Shape{-1}}, {"keepdim", true}}},
+         // the fast paths' vector lanes, blocks and tails (rows of 70; a column sum of 20 rows)
+         {.inputs = {{{3, 70}}}, .label = "[3,70] dims={1}", .attributes = {{"dim", Shape{1}}}},
+         {.inputs = {{{20, 70}}}, .label = "[20,70] dims={0}", .attributes = {{"dim", Shape{0}}}}},
     .schema = "sum(Tensor input, int[1]? dim=None, bool keepdim=False) -> Tensor",
     .invoke = [](const Arguments& a) { return sum(a.tensor("input"), a.integers("dim"), a.boolean("keepdim")); },
 };
@@ -75,7 +72,9 @@ LOOM_OP(mean){
     .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return mean(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::any, "all"),
-                {{{{2, 3, 5}}}, [](const OpArgs& x) { return mean(x[0], {1}, true); }, "dims={1} keepdim"}},
+                {.inputs = {{{2, 3, 5}}},
+                 .label = "dims={1} keepdim",
+                 .attributes = {{"dim", Shape{1}}, {"keepdim", true}}}},
     .schema = "mean(Tensor input, int[1]? dim=None, bool keepdim=False) -> Tensor",
     .invoke = [](const Arguments& a) { return mean(a.tensor("input"), a.integers("dim"), a.boolean("keepdim")); },
 };

@@ -86,7 +86,7 @@ std::pair<size_t, size_t> default_arity(const OpInfo& op) {
   size_t fewest = SIZE_MAX, most = 0;
   for (bool own_call_too : {false, true}) {
     for (const Sample& sample : op.samples) {
-      if (sample.call && !own_call_too) continue;
+      if ((sample.call || !sample.attributes.empty()) && !own_call_too) continue;
       fewest = std::min(fewest, sample.inputs.size());
       most = std::max(most, sample.inputs.size());
     }

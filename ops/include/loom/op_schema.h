@@ -32,6 +32,9 @@ struct Parameter {
   std::optional<ArgumentValue> default_value;  // absent: the caller must give it
 };
 
+// Whether `value` may be given for `p` (None only where it is optional).
+bool fits(const Parameter& p, const ArgumentValue& value);
+
 struct OpSchema {
   static constexpr size_t kMaxParameters = 32;
   std::string text;  // as written
