@@ -55,7 +55,7 @@ const void* link_every_registration();  // generated: refers to every LOOM_OP, L
 
 OpCall sample_call(const OpInfo& op, const Sample& sample) {
   if (sample.call) return sample.call;
-  if (sample.attributes.empty()) return op.call;
+  if (!op.signature) return op.call;
   return [schema = *op.signature, invoke = op.invoke, attributes = sample.attributes,
           label = sample.label](const OpArgs& inputs) {
     // The inputs fill the tensor arguments in order (a Tensor[] takes the rest).

@@ -24,7 +24,7 @@ LOOM_OP(argmin){
     .derivative = "none: piecewise constant",
     .shape_rule = "x.shape without dim (size 1 if keepdim), int64",
     .call = [](const OpArgs& x) { return argmin(x[0], 1); },
-    .samples = {unary_sample({4, 7}, Domain::any, "dim=1"),
+    .samples = {{.inputs = {{{4, 7}}}, .label = "dim=1", .attributes = {{"dim", int64_t{1}}}},
                 {.inputs = {{{2, 3, 5}}},
                  .label = "dim=0 keepdim",
                  .attributes = {{"dim", int64_t{0}}, {"keepdim", true}}},

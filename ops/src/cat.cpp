@@ -60,17 +60,17 @@ LOOM_OP(cat){
         [](const OpArgs& x) {
           return cat({x[0], x[1], x[2]}, 1);
         },
-    .samples = {{{{{2, 3}}, {{2, 1}}, {{2, 4}}}, {}, "3 tensors dim=1"},
-                {{{{1, 3}}, {{2, 3}}},
-                 [](const OpArgs& x) {
-                   return cat({x[0], x[1]}, 0);
-                 },
-                 "dim=0"},
+    .samples = {{.inputs = {{{2, 3}}, {{2, 1}}, {{2, 4}}},
+                 .label = "3 tensors dim=1",
+                 .attributes = {{"dim", int64_t{1}}}},
+                {.inputs = {{{1, 3}}, {{2, 3}}}, .label = "dim=0"},
                 {{{{2, 3, 2}}, {{2, 3, 3}}},
                  [](const OpArgs& x) {
                    return cat({x[0], x[1], x[0]}, -1);
                  },
                  "dim=-1, an input used twice"}},
+    .schema = "cat(Tensor[] tensors, int dim=0) -> Tensor",
+    .invoke = [](const Arguments& a) { return cat(a.tensors("tensors"), a.integer("dim")); },
 };
 
 LOOM_OP(stack){
@@ -82,12 +82,12 @@ LOOM_OP(stack){
         [](const OpArgs& x) {
           return stack({x[0], x[1], x[2]}, 1);
         },
-    .samples = {{{{{2, 3}}, {{2, 3}}, {{2, 3}}}, {}, "3 tensors dim=1"},
-                {{{{4}}, {{4}}},
-                 [](const OpArgs& x) {
-                   return stack({x[0], x[1]}, -1);
-                 },
-                 "1-D dim=-1"}},
+    .samples = {{.inputs = {{{2, 3}}, {{2, 3}}, {{2, 3}}},
+                 .label = "3 tensors dim=1",
+                 .attributes = {{"dim", int64_t{1}}}},
+                {.inputs = {{{4}}, {{4}}}, .label = "1-D dim=-1", .attributes = {{"dim", int64_t{-1}}}}},
+    .schema = "stack(Tensor[] tensors, int dim=0) -> Tensor",
+    .invoke = [](const Arguments& a) { return stack(a.tensors("tensors"), a.integer("dim")); },
 };
 
 }  // namespace loom

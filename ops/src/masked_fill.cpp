@@ -17,19 +17,20 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, Where wher
 }
 
 static InputSpec bool_input(Shape shape) { return {std::move(shape), Domain::any, DType::b8, 2, false}; }
-static OpCall fill_with(double value) {
-  return [value](const OpArgs& x) { return masked_fill(x[0], x[1], value); };
-}
 
 LOOM_OP(masked_fill){
     .name = "masked_fill",
     .formula = "y = mask ? value : x",
     .derivative = "dx = where(mask, 0, g)",
     .shape_rule = "x's shape (mask broadcast to it)",
-    .call = fill_with(-1e9),
-    .samples = {{{{{4, 7}}, bool_input({4, 7})}, fill_with(-1e9), "mask [4,7], -1e9"},
-                {{{{4, 7}}, bool_input({7})}, fill_with(0.5), "mask [7]"},
-                {{{{2, 3, 5}}, bool_input({3, 5})}, fill_with(0.0), "mask [3,5]"}},
+    .call = [](const OpArgs& x) { return masked_fill(x[0], x[1], -1e9); },
+    .samples = {{.inputs = {{{4, 7}}, bool_input({4, 7})},
+                 .label = "mask [4,7], -1e9",
+                 .attributes = {{"value", -1e9}}},
+                {.inputs = {{{4, 7}}, bool_input({7})}, .label = "mask [7]", .attributes = {{"value", 0.5}}},
+                {.inputs = {{{2, 3, 5}}, bool_input({3, 5})}, .label = "mask [3,5]", .attributes = {{"value", 0.0}}}},
+    .schema = "masked_fill(Tensor input, Tensor mask, float value) -> Tensor",
+    .invoke = [](const Arguments& a) { return masked_fill(a.tensor("input"), a.tensor("mask"), a.number("value")); },
 };
 
 }  // namespace loom

@@ -84,6 +84,8 @@ LOOM_OP(matmul){
                    return matmul(permute(x[0], {0, 2, 1, 3}), permute(x[1], {0, 2, 3, 1}));
                  },
                  "attention's head views (batch dims that do not coalesce)"}},
+    .schema = "matmul(Tensor input, Tensor other) -> Tensor",
+    .invoke = [](const Arguments& a) { return matmul(a.tensor("input"), a.tensor("other")); },
 };
 
 }  // namespace loom

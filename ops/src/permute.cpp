@@ -49,7 +49,12 @@ LOOM_OP(transpose){
     .derivative = "dx = transpose(g, d0, d1)",
     .shape_rule = "x.shape with d0 and d1 swapped",
     .call = [](const OpArgs& x) { return transpose(x[0], 0, 1); },
-    .samples = {unary_sample({4, 7}, Domain::any, "0<->1")},
+    .samples = {{.inputs = {{{4, 7}}}, .label = "0<->1", .attributes = {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}}},
+                {.inputs = {{{2, 3, 4}}},
+                 .label = "-1<->0",
+                 .attributes = {{"dim0", int64_t{-1}}, {"dim1", int64_t{0}}}}},
+    .schema = "transpose(Tensor input, int dim0, int dim1) -> Tensor",
+    .invoke = [](const Arguments& a) { return transpose(a.tensor("input"), a.integer("dim0"), a.integer("dim1")); },
 };
 
 }  // namespace loom

@@ -40,13 +40,20 @@ LOOM_OP(scatter_add){
     .derivative = "dself = g;  dsrc = gather(g, dim, index)",
     .shape_rule = "self's shape; src has index's shape",
     .call = [](const OpArgs& x) { return scatter_add(x[0], 0, x[1], x[2]); },
-    .samples = {{{{{4, 5}}, {{6, 5}, Domain::any, DType::i64, 4}, {{6, 5}}}, {}, "dim=0, repeated indices"},
-                {{{{3, 5}}, {{2, 4}, Domain::any, DType::i64, 5}, {{2, 4}}},
-                 [](const OpArgs& x) { return scatter_add(x[0], -1, x[1], x[2]); },
-                 "dim=-1, index smaller"},
-                {{{{2, 3, 4}}, {{2, 5, 4}, Domain::any, DType::i64, 3}, {{2, 5, 4}}},
-                 [](const OpArgs& x) { return scatter_add(x[0], 1, x[1], x[2]); },
-                 "3-D dim=1"}},
+    .samples = {{.inputs = {{{4, 5}}, {{6, 5}, Domain::any, DType::i64, 4}, {{6, 5}}},
+                 .label = "dim=0, repeated indices",
+                 .attributes = {{"dim", int64_t{0}}}},
+                {.inputs = {{{3, 5}}, {{2, 4}, Domain::any, DType::i64, 5}, {{2, 4}}},
+                 .label = "dim=-1, index smaller",
+                 .attributes = {{"dim", int64_t{-1}}}},
+                {.inputs = {{{2, 3, 4}}, {{2, 5, 4}, Domain::any, DType::i64, 3}, {{2, 5, 4}}},
+                 .label = "3-D dim=1",
+                 .attributes = {{"dim", int64_t{1}}}}},
+    .schema = "scatter_add(Tensor input, int dim, Tensor index, Tensor src) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          return scatter_add(a.tensor("input"), a.integer("dim"), a.tensor("index"), a.tensor("src"));
+        },
 };
 
 }  // namespace loom

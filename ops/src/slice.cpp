@@ -98,7 +98,17 @@ LOOM_OP(narrow){
     .derivative = "dx = zeros of x's shape, g written at that range",
     .shape_rule = "dim's size → length",
     .call = [](const OpArgs& x) { return narrow(x[0], 0, 1, 2); },
-    .samples = {unary_sample({4, 7}, Domain::any, "dim=0 [1,3)")},
+    .samples = {{.inputs = {{{4, 7}}},
+                 .label = "dim=0 [1,3)",
+                 .attributes = {{"dim", int64_t{0}}, {"start", int64_t{1}}, {"length", int64_t{2}}}},
+                {.inputs = {{{3, 5}}},
+                 .label = "dim=-1 [-3,-1)",
+                 .attributes = {{"dim", int64_t{-1}}, {"start", int64_t{-3}}, {"length", int64_t{2}}}}},
+    .schema = "narrow(Tensor input, int dim, int start, int length) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          return narrow(a.tensor("input"), a.integer("dim"), a.integer("start"), a.integer("length"));
+        },
 };
 
 LOOM_OP(select){
@@ -107,7 +117,11 @@ LOOM_OP(select){
     .derivative = "dx = zeros of x's shape, g written at that index",
     .shape_rule = "x.shape without dim",
     .call = [](const OpArgs& x) { return select(x[0], 1, -1); },
-    .samples = {unary_sample({3, 4, 2}, Domain::any, "dim=1 index=-1")},
+    .samples = {{.inputs = {{{3, 4, 2}}},
+                 .label = "dim=1 index=-1",
+                 .attributes = {{"dim", int64_t{1}}, {"index", int64_t{-1}}}}},
+    .schema = "select(Tensor input, int dim, int index) -> Tensor",
+    .invoke = [](const Arguments& a) { return select(a.tensor("input"), a.integer("dim"), a.integer("index")); },
 };
 
 }  // namespace loom

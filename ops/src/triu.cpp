@@ -45,8 +45,10 @@ LOOM_OP(triu){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return triu(x[0]); },
     .samples = {unary_sample({4, 5}, Domain::any, "k=0"),
-                {{{{2, 4, 4}}}, [](const OpArgs& x) { return triu(x[0], 1); }, "batched k=1"},
-                {{{{5, 3}}}, [](const OpArgs& x) { return triu(x[0], -2); }, "k=-2"}},
+                {.inputs = {{{2, 4, 4}}}, .label = "batched k=1", .attributes = {{"diagonal", int64_t{1}}}},
+                {.inputs = {{{5, 3}}}, .label = "k=-2", .attributes = {{"diagonal", int64_t{-2}}}}},
+    .schema = "triu(Tensor input, int diagonal=0) -> Tensor",
+    .invoke = [](const Arguments& a) { return triu(a.tensor("input"), a.integer("diagonal")); },
 };
 
 LOOM_OP(tril){
@@ -56,8 +58,10 @@ LOOM_OP(tril){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return tril(x[0]); },
     .samples = {unary_sample({4, 5}, Domain::any, "k=0"),
-                {{{{2, 4, 4}}}, [](const OpArgs& x) { return tril(x[0], -1); }, "batched k=-1"},
-                {{{{3, 5}}}, [](const OpArgs& x) { return tril(x[0], 2); }, "k=2"}},
+                {.inputs = {{{2, 4, 4}}}, .label = "batched k=-1", .attributes = {{"diagonal", int64_t{-1}}}},
+                {.inputs = {{{3, 5}}}, .label = "k=2", .attributes = {{"diagonal", int64_t{2}}}}},
+    .schema = "tril(Tensor input, int diagonal=0) -> Tensor",
+    .invoke = [](const Arguments& a) { return tril(a.tensor("input"), a.integer("diagonal")); },
 };
 
 }  // namespace loom

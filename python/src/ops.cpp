@@ -154,16 +154,7 @@ void bind_ops(py::module_& m) {
       },
       py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false, py::arg("correction") = 1);
 
-  // Products, shapes, joins
-  m.def(
-      "matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::arg("input"), py::arg("other"),
-      Release());
-  m.def(
-      "cat", [](const std::vector<Tensor>& xs, int64_t dim) { return cat(xs, dim); }, py::arg("tensors"),
-      py::arg("dim") = 0, Release());
-  m.def(
-      "stack", [](const std::vector<Tensor>& xs, int64_t dim) { return stack(xs, dim); }, py::arg("tensors"),
-      py::arg("dim") = 0, Release());
+  // Products, shapes, joins (matmul, cat, stack, transpose, triu, tril: from their schemas)
   m.def(
       "split", [](const Tensor& x, int64_t size, int64_t dim) { return split(x, size, dim); }, py::arg("tensor"),
       py::arg("split_size"), py::arg("dim") = 0, Release());
@@ -174,20 +165,11 @@ void bind_ops(py::module_& m) {
       "reshape", [](const Tensor& x, const Shape& shape) { return reshape(x, shape); }, py::arg("input"),
       py::arg("shape"), Release());
   m.def(
-      "transpose", [](const Tensor& x, int64_t a, int64_t b) { return transpose(x, a, b); }, py::arg("input"),
-      py::arg("dim0"), py::arg("dim1"), Release());
-  m.def(
       "permute", [](const Tensor& x, const Shape& dims) { return permute(x, dims); }, py::arg("input"), py::arg("dims"),
       Release());
   m.def(
       "pad", [](const Tensor& x, const Shape& pads, double value) { return pad(x, pads, value); }, py::arg("input"),
       py::arg("pad"), py::arg("value") = 0.0, Release());
-  m.def(
-      "triu", [](const Tensor& x, int64_t diagonal) { return triu(x, diagonal); }, py::arg("input"),
-      py::arg("diagonal") = 0, Release());
-  m.def(
-      "tril", [](const Tensor& x, int64_t diagonal) { return tril(x, diagonal); }, py::arg("input"),
-      py::arg("diagonal") = 0, Release());
 
   // Elementwise with attributes
   m.def(
@@ -209,14 +191,8 @@ void bind_ops(py::module_& m) {
         return released([&] { return where(c, x, y); });
       },
       py::arg("condition"), py::arg("input"), py::arg("other"));
-  m.def(
-      "masked_fill", [](const Tensor& x, const Tensor& mask, double value) { return masked_fill(x, mask, value); },
-      py::arg("input"), py::arg("mask"), py::arg("value"), Release());
 
-  // Indexing
-  m.def(
-      "gather", [](const Tensor& x, int64_t dim, const Tensor& index) { return gather(x, dim, index); },
-      py::arg("input"), py::arg("dim"), py::arg("index"), Release());
+  // Indexing (gather, index_select, scatter_add, narrow, select: from their schemas)
   m.def(
       "index_add",
       [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
@@ -225,22 +201,6 @@ void bind_ops(py::module_& m) {
       },
       py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(), py::arg("alpha") = 1.0,
       Release());
-  m.def(
-      "scatter_add",
-      [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-        return scatter_add(x, dim, index, src);
-      },
-      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"), Release());
-  m.def(
-      "narrow",
-      [](const Tensor& x, int64_t dim, int64_t start, int64_t length) { return narrow(x, dim, start, length); },
-      py::arg("input"), py::arg("dim"), py::arg("start"), py::arg("length"), Release());
-  m.def(
-      "select", [](const Tensor& x, int64_t dim, int64_t index) { return select(x, dim, index); }, py::arg("input"),
-      py::arg("dim"), py::arg("index"), Release());
-  m.def(
-      "index_select", [](const Tensor& x, int64_t dim, const Tensor& index) { return index_select(x, dim, index); },
-      py::arg("input"), py::arg("dim"), py::arg("index"), Release());
   m.def(
       "embedding",
       [](const Tensor& ids, const Tensor& weight, int64_t padding_idx) { return embedding(weight, ids, padding_idx); },

@@ -18,9 +18,9 @@ constexpr size_t kMaxParameters = OpSchema::kMaxParameters;
 
 // One Python value as parameter p's type (position counts from 1).
 ArgumentValue argument_from(const OpSchema& s, const Parameter& p, size_t position, py::handle v) {
-  auto wrong = [&](std::string_view expected) {
-    refuse(s, fmt::format("argument '{}' (position {}) must be {}{}, got {}", p.name, position, expected,
-                          p.optional ? " or None" : "", type_name(v)));
+  auto wrong = [&](std::string_view expected, std::string_view detail = "") {
+    refuse(s, fmt::format("argument '{}' (position {}) must be {}{}, got {}{}", p.name, position, expected,
+                          p.optional ? " or None" : "", type_name(v), detail));
   };
   if (v.is_none()) {
     if (!p.optional) wrong(type_name(p.type));
@@ -35,7 +35,8 @@ ArgumentValue argument_from(const OpSchema& s, const Parameter& p, size_t positi
       if (!py::isinstance<py::sequence>(v) || py::isinstance<py::str>(v)) wrong("a sequence of loom.Tensors");
       std::vector<Tensor> tensors;
       for (py::handle item : v.cast<py::sequence>()) {
-        if (!py::isinstance<Tensor>(item)) wrong("a sequence of loom.Tensors");
+        if (!py::isinstance<Tensor>(item))
+          wrong("a sequence of loom.Tensors", fmt::format(" (item {} is {})", tensors.size(), type_name(item)));
         tensors.push_back(item.cast<Tensor>());
       }
       return tensors;
@@ -122,6 +123,7 @@ void bind_signatures(py::module_& m) {
         [info](const py::args& args, const py::kwargs& keywords) { return invoke(*info, {}, args, keywords); },
         doc.c_str());
     // The method: the tensor is the first argument (torch's Tensor.<op>).
+    if (op.signature->parameters.front().type != ArgumentType::tensor) continue;  // cat, stack
     py::setattr(tensor_class, op.name.c_str(),
                 py::cpp_function([info](py::handle self, const py::args& args,
                                         const py::kwargs& keywords) { return invoke(*info, self, args, keywords); },

@@ -38,7 +38,8 @@ def test_wrong_python_types_are_type_errors():
         loom.zeros([2], dtype="float32")
     with pytest.raises(TypeError, match=r"argument 'mask' must be a loom.Tensor or None, got int"):
         loom.softmax(loom.ones([2]), mask=3)
-    with pytest.raises(TypeError, match=r"loom.cat: argument 'tensors' must be List\[loom.Tensor\], got list"):
+    with pytest.raises(TypeError, match=r"loom.cat: argument 'tensors' \(position 1\) must be a sequence of loom.Tensors, got "
+                       r"list \(item 1 is int\)"):
         loom.cat([loom.ones([1]), 2])
 
 

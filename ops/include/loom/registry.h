@@ -45,9 +45,8 @@ struct Sample {
   std::string label;  // shown in reports, e.g. "dims={1} keepdim"
   // The composition of a fused op for this sample's attributes (else OpInfo::composed).
   OpCall composed;
-  // Instead of a call, for an op with a schema: the attributes by the schema's names
-  // ({"dim", Shape{1}}); the sample then calls the op's invoke with its inputs, these,
-  // and the schema's defaults for the rest.
+  // For an op with a schema, a sample without a call calls its invoke with the inputs,
+  // these attributes by the schema's names ({"dim", Shape{1}}), and the defaults.
   std::vector<std::pair<std::string, ArgumentValue>> attributes = {};
 };
 
@@ -83,8 +82,8 @@ inline Sample binary_sample(Shape a, Shape b, Domain domain = Domain::any, std::
 }
 
 void register_op(OpInfo info);
-// The call a sample makes: its own; else, where it states attributes, the op's invoke
-// with them; else the op's default call.
+// The call a sample makes: its own; else, for an op with a schema, its invoke with the
+// sample's attributes and the defaults; else the op's default call.
 OpCall sample_call(const OpInfo& op, const Sample& sample);
 const std::vector<OpInfo>& registered_ops();
 const OpInfo* find_op(const std::string& name);
