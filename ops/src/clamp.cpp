@@ -1,4 +1,6 @@
 // clamp(x, lo, hi) = min(max(x, lo), hi)   dx = g * [lo <= x <= hi]   (kinks at lo and hi)
+#include <limits>
+
 #include "elementwise.h"
 
 namespace loom {
@@ -17,8 +19,8 @@ Tensor clamp(const Tensor& x, double min, double max, Where where) {
 // The kinks are avoided by construction, not by luck: away_from_zero draws
 // |x| in [0.25, 2], so bounds inside (-0.25, 0.25) or outside [-2, 2] are never
 // within a finite-difference step of a sample.
-static OpCall clamp_to(double lo, double hi) {
-  return [lo, hi](const OpArgs& x) { return clamp(x[0], lo, hi); };
+static Sample clamp_sample(Domain domain, Shape shape, double lo, double hi, std::string label) {
+  return {.inputs = {{std::move(shape), domain}}, .label = std::move(label), .attributes = {{"min", lo}, {"max", hi}}};
 }
 
 LOOM_OP(clamp){
@@ -26,11 +28,22 @@ LOOM_OP(clamp){
     .formula = "y = min(max(x, lo), hi)",
     .derivative = "dx = g·[lo ≤ x ≤ hi]   (kinks at lo and hi)",
     .shape_rule = "y has x's shape",
-    .call = clamp_to(-0.1, 3.0),
-    .samples = {{{{{4, 7}, Domain::away_from_zero}}, clamp_to(-0.1, 3.0), "[-0.1, 3]: clamps negatives"},
-                {{{{2, 3, 5}, Domain::away_from_zero}}, clamp_to(-3.0, 0.1), "[-3, 0.1]: clamps positives"},
-                {{{{4, 7}, Domain::away_from_zero}}, clamp_to(-0.1, 0.1), "[-0.1, 0.1]: clamps all"},
-                {{{{4, 7}}}, clamp_to(-3.0, 3.0), "[-3, 3]: clamps none"}},
+    .call = [](const OpArgs& x) { return clamp(x[0], -0.1, 3.0); },
+    .samples = {clamp_sample(Domain::away_from_zero, {4, 7}, -0.1, 3.0, "[-0.1, 3]: clamps negatives"),
+                clamp_sample(Domain::away_from_zero, {2, 3, 5}, -3.0, 0.1, "[-3, 0.1]: clamps positives"),
+                clamp_sample(Domain::away_from_zero, {4, 7}, -0.1, 0.1, "[-0.1, 0.1]: clamps all"),
+                clamp_sample(Domain::any, {4, 7}, -3.0, 3.0, "[-3, 3]: clamps none"),
+                {.inputs = {{{4, 7}, Domain::away_from_zero}},
+                 .label = "min only",
+                 .attributes = {{"min", 0.1}, {"max", std::monostate{}}}}},
+    .schema = "clamp(Tensor input, float? min=None, float? max=None) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          LOOM_CHECK(!a.is_none("min") || !a.is_none("max"), "clamp: at least one of 'min' or 'max' must not be None");
+          const double inf = std::numeric_limits<double>::infinity();
+          return clamp(a.tensor("input"), a.is_none("min") ? -inf : a.number("min"),
+                       a.is_none("max") ? inf : a.number("max"));
+        },
 };
 
 }  // namespace loom

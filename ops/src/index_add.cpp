@@ -37,13 +37,24 @@ LOOM_OP(index_add){
     .derivative = "dself = g;  dsource = index_select(g, dim, index)",
     .shape_rule = "self's shape",
     .call = [](const OpArgs& x) { return index_add(x[0], 0, x[1], x[2]); },
-    .samples = {{{{{4, 5}}, {{6}, Domain::any, DType::i64, 4}, {{6, 5}}}, {}, "dim=0, repeated indices"},
-                {{{{3, 5}}, {{2}, Domain::any, DType::i64, 5}, {{3, 2}}},
-                 [](const OpArgs& x) { return index_add(x[0], 1, x[1], x[2]); },
-                 "dim=1"},
-                {{{{2, 4, 3}}, {{5}, Domain::any, DType::i64, 4}, {{2, 5, 3}}},
-                 [](const OpArgs& x) { return index_add(x[0], -2, x[1], x[2]); },
-                 "3-D dim=-2"}},
+    .samples = {{.inputs = {{{4, 5}}, {{6}, Domain::any, DType::i64, 4}, {{6, 5}}},
+                 .label = "dim=0, repeated indices",
+                 .attributes = {{"dim", int64_t{0}}}},
+                {.inputs = {{{3, 5}}, {{2}, Domain::any, DType::i64, 5}, {{3, 2}}},
+                 .label = "dim=1, alpha=-0.5",
+                 .attributes = {{"dim", int64_t{1}}, {"alpha", -0.5}}},
+                {.inputs = {{{2, 4, 3}}, {{5}, Domain::any, DType::i64, 4}, {{2, 5, 3}}},
+                 .label = "3-D dim=-2",
+                 .attributes = {{"dim", int64_t{-2}}}}},
+    .schema = "index_add(Tensor input, int dim, Tensor index, Tensor source, *, float alpha=1.0) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          const Tensor& source = a.tensor("source");
+          const double alpha = a.number("alpha");
+          return index_add(
+              a.tensor("input"), a.integer("dim"), a.tensor("index"),
+              alpha == 1.0 ? source : mul(source, scalar_tensor(alpha, {source.dtype(), source.device()})));
+        },
 };
 
 }  // namespace loom

@@ -33,16 +33,17 @@ Tensor var(const Tensor& x, const Shape& dims, bool keepdim, int64_t correction,
 }
 
 static Sample var_sample(Shape shape, Shape dims, bool keepdim, int64_t correction, std::string label) {
-  return {{{std::move(shape)}},
-          [=](const OpArgs& x) { return var(x[0], dims, keepdim, correction); },
-          std::move(label),
-          [=](const OpArgs& x) {
-            Shape d = kernels::normalize_dims(dims, x[0].dim(), "var");
-            int64_t n = 1;
-            for (int64_t i : d) n *= x[0].shape()[i];
-            Tensor centred = x[0] - mean(x[0], dims, true);
-            return sum(centred * centred, dims, keepdim) / static_cast<double>(n - correction);
-          }};
+  return {.inputs = {{std::move(shape)}},
+          .label = std::move(label),
+          .composed =
+              [=](const OpArgs& x) {
+                Shape d = kernels::normalize_dims(dims, x[0].dim(), "var");
+                int64_t n = 1;
+                for (int64_t i : d) n *= x[0].shape()[i];
+                Tensor centred = x[0] - mean(x[0], dims, true);
+                return sum(centred * centred, dims, keepdim) / static_cast<double>(n - correction);
+              },
+          .attributes = {{"dim", dims}, {"keepdim", keepdim}, {"correction", correction}}};
 }
 
 LOOM_OP(var){
@@ -55,6 +56,16 @@ LOOM_OP(var){
                 var_sample({4, 7}, {0}, true, 1, "dims={0} keepdim"),
                 var_sample({2, 3, 5}, {0, 2}, false, 0, "dims={0,2} correction=0"),
                 var_sample({2, 3, 5}, {-1}, true, 2, "dims={-1} keepdim correction=2")},
+    .schema =
+        "var(Tensor input, int[1]? dim=None, bool? unbiased=None, bool keepdim=False, *, int? correction=None) -> "
+        "Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          LOOM_CHECK(a.is_none("unbiased") || a.is_none("correction"), "var: give unbiased or correction, not both");
+          const bool unbiased = a.is_none("unbiased") || a.boolean("unbiased");
+          return var(a.tensor("input"), a.integers("dim"), a.boolean("keepdim"),
+                     a.optional_integer("correction").value_or(unbiased ? 1 : 0));
+        },
 };
 
 }  // namespace loom

@@ -69,9 +69,8 @@ def _naming_arguments(function):
 
 
 # The hand-bound functions (the others come from their ops' schemas, which name the argument themselves).
-for _name in ("index_add", "zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "var", "split", "chunk",
-              "reshape", "permute", "pad", "clamp", "where", "embedding", "softmax", "log_softmax", "layer_norm",
-              "dropout", "cross_entropy", "scaled_dot_product_attention"):
+for _name in ("zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "split", "chunk", "reshape", "permute",
+              "pad", "where", "embedding", "layer_norm", "dropout", "cross_entropy", "scaled_dot_product_attention"):
     globals()[_name] = _naming_arguments(globals()[_name])
 
 float32, float64, int32, int64, bfloat16 = dtype.float32, dtype.float64, dtype.int32, dtype.int64, dtype.bfloat16
@@ -136,15 +135,6 @@ def arange(start, end=None, step=1, *, dtype=None):
         return _loom.arange(count, dtype=dtype)
     positions = _loom.arange(count, dtype=float64)
     return (positions * float(step) + float(start)).to(dtype)
-
-
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """As torch.var: var(x, dim, unbiased=True, keepdim=False) or var(x, dim, correction=1)."""
-    if unbiased is not None and correction is not None:
-        raise TypeError("loom.var: give unbiased or correction, not both")
-    if correction is None:
-        correction = 1 if unbiased is None else int(unbiased)
-    return _loom.var(input, dim, keepdim, correction)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -530,5 +520,5 @@ def _repeat(self, *sizes):
     return self.reshape(interleaved).expand(tiled).reshape([r * s for r, s in zip(sizes, shape)])
 
 
-Tensor.squeeze, Tensor.repeat, Tensor.var, Tensor.split = squeeze, _repeat, var, split
+Tensor.squeeze, Tensor.repeat, Tensor.split = squeeze, _repeat, split
 Tensor.where = lambda self, condition, other: where(condition, self, other)  # x.where(c, y): torch.where(c, x, y)

@@ -145,14 +145,7 @@ void bind_ops(py::module_& m) {
   bind_random<rand>(m, "rand");
   m.def("manual_seed", &manual_seed, py::arg("seed"));
 
-  // Reductions: sum, mean, amax, amin, logsumexp, argmax, argmin come from their schemas (signatures.cpp)
-  m.def(
-      "var",
-      [](const Tensor& x, const py::object& dim, bool keepdim, int64_t correction) {
-        const Shape dims = dims_of(dim);
-        return released([&] { return var(x, dims, keepdim, correction); });
-      },
-      py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false, py::arg("correction") = 1);
+  // Reductions (sum, mean, amax, amin, logsumexp, var, argmax, argmin) come from their schemas (signatures.cpp)
 
   // Products, shapes, joins (matmul, cat, stack, transpose, triu, tril: from their schemas)
   m.def(
@@ -173,14 +166,6 @@ void bind_ops(py::module_& m) {
 
   // Elementwise with attributes
   m.def(
-      "clamp",
-      [](const Tensor& x, std::optional<double> min, std::optional<double> max) {
-        LOOM_CHECK(min || max, "clamp: at least one of 'min' or 'max' must not be None");  // as torch
-        const double inf = std::numeric_limits<double>::infinity();
-        return clamp(x, min.value_or(-inf), max.value_or(inf));
-      },
-      py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none(), Release());
-  m.def(
       "where",
       [](const Tensor& c, const py::object& a, const py::object& b) {
         // Python numbers take PyTorch's dtypes beside the other operand (or the condition).
@@ -194,33 +179,11 @@ void bind_ops(py::module_& m) {
 
   // Indexing (gather, index_select, scatter_add, narrow, select: from their schemas)
   m.def(
-      "index_add",
-      [](const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-        return index_add(x, dim, index,
-                         alpha == 1.0 ? source : mul(source, scalar_tensor(alpha, {source.dtype(), source.device()})));
-      },
-      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(), py::arg("alpha") = 1.0,
-      Release());
-  m.def(
       "embedding",
       [](const Tensor& ids, const Tensor& weight, int64_t padding_idx) { return embedding(weight, ids, padding_idx); },
       py::arg("input"), py::arg("weight"), py::arg("padding_idx") = -1, Release());
 
   // The fused ops
-  m.def(
-      "softmax",
-      [](const Tensor& x, int64_t dim, const py::object& mask) {
-        const Tensor m = optional_tensor(mask, "mask");
-        return released([&] { return softmax(x, dim, m); });
-      },
-      py::arg("input"), py::arg("dim") = -1, py::arg("mask") = py::none());
-  m.def(
-      "log_softmax",
-      [](const Tensor& x, int64_t dim, const py::object& mask) {
-        const Tensor m = optional_tensor(mask, "mask");
-        return released([&] { return log_softmax(x, dim, m); });
-      },
-      py::arg("input"), py::arg("dim") = -1, py::arg("mask") = py::none());
   m.def(
       "layer_norm",
       [](const Tensor& x, const py::object& weight, const py::object& bias, double eps) {

@@ -286,15 +286,6 @@ void bind_tensor(py::module_& m) {
       .def("unsqueeze", &Tensor::unsqueeze, py::arg("dim"))
       .def("__getitem__", &index)
       // Reductions
-      .def(
-          "var",
-          [](const Tensor& t, const py::object& dim, bool keepdim, int64_t correction) {
-            const Shape dims = dims_of(dim);
-            return released([&] { return t.var(dims, keepdim, correction); });
-          },
-          py::arg("dim") = py::none(), py::arg("keepdim") = false, py::arg("correction") = 1)
-      .def("softmax", &Tensor::softmax, py::arg("dim") = -1, Release())
-      .def("log_softmax", &Tensor::log_softmax, py::arg("dim") = -1, Release())
       // Elementwise
       .def("exp", &Tensor::exp, Release())
       .def("log", &Tensor::log, Release())
