@@ -400,7 +400,37 @@ TEST_CASE("op schema: torch's signature read into names, types and defaults") {
         "op schema 'f(int a=1, int b) -> Tensor': argument 'b' without a default follows one with a default");
   CHECK(refused("f(Tensor x, Tensor x) -> Tensor") ==
         "op schema 'f(Tensor x, Tensor x) -> Tensor': argument name 'x' is empty or repeated");
-  CHECK(refused("f(Tensor x)") == "op schema 'f(Tensor x)': it must return '-> Tensor'");
+  CHECK(refused("f(Tensor x)") == "op schema 'f(Tensor x)': it must return '-> Tensor' or '-> Tensor[]'");
+  CHECK(OpSchema::parse("f(Tensor x, int n) -> Tensor[]").returns_list);
+  CHECK(OpSchema::parse("f(Tensor x, Tensor y) -> Tensor").tensors_only());
+  CHECK_FALSE(OpSchema::parse("f(Tensor x, Tensor? y=None) -> Tensor").tensors_only());
+}
+
+TEST_CASE("op schema: tensors only need no invoke; more need one; several results reach gradcheck flattened") {
+  const OpInfo& exp_op = *find_op("exp");
+  REQUIRE(exp_op.invoke);  // made from `call`
+  const Tensor x = from_vector(std::vector<double>{0.0, 1.0}, {2}, {DType::f64});
+  CHECK(std::get<Tensor>(exp_op.invoke(Arguments(*exp_op.signature, {x}))).to_vector<double>() ==
+        exp(x).to_vector<double>());
+  auto registering = [](std::string schema) {
+    register_op({.name = "f_schema_probe",
+                 .formula = "y = x",
+                 .derivative = "dx = g",
+                 .shape_rule = "x's",
+                 .call = [](const OpArgs& a) { return a[0]; },
+                 .samples = {unary_sample({2})},
+                 .schema = std::move(schema)});
+  };
+  CHECK_THROWS_WITH(registering("f_schema_probe(Tensor input, int n) -> Tensor"),
+                    "register_op: op 'f_schema_probe' needs an invoke: its schema takes more than tensors "
+                    "(f_schema_probe(Tensor input, int n) -> Tensor)");
+  // chunk's pieces, every element of each in order: [7, 3] in 3 chunks is the input itself.
+  const OpInfo& chunk_op = *find_op("chunk");
+  const auto sample = std::find_if(chunk_op.samples.begin(), chunk_op.samples.end(),
+                                   [](const Sample& s) { return s.label == "3 chunks dim=0"; });
+  REQUIRE(sample != chunk_op.samples.end());
+  const std::vector<Tensor> input = make_inputs(chunk_op, *sample, 0);
+  CHECK(sample_call(chunk_op, *sample)(input).to_vector<double>() == input[0].to_vector<double>());
 }
 
 TEST_CASE("op schema: every op with one has samples that call its invoke") {
@@ -415,11 +445,12 @@ TEST_CASE("op schema: every op with one has samples that call its invoke") {
     // gradcheck and the rest check the schema's call.
     CHECK(std::any_of(op.samples.begin(), op.samples.end(), [](const Sample& s) { return !s.call; }));
   }
-  CHECK(with_schema >= 19);
+  CHECK(with_schema >= 60);
   // The reductions' default (dims=None, keepdim=False) is also their registered call's.
   const OpInfo& sum_op = *find_op("sum");
   const std::vector<Tensor> x = make_inputs(sum_op, sum_op.samples[0], 0);
-  const Tensor by_name = sum_op.invoke(Arguments(*sum_op.signature, {x[0], std::vector<int64_t>{1}, true}));
+  const Tensor by_name =
+      std::get<Tensor>(sum_op.invoke(Arguments(*sum_op.signature, {x[0], std::vector<int64_t>{1}, true})));
   CHECK(by_name.shape() == Shape{4, 1});
   CHECK(by_name.to_vector<double>() == sum(x[0], {1}, true).to_vector<double>());
   CHECK_THROWS_WITH(Arguments(*sum_op.signature, {x[0], int64_t{1}, true}),

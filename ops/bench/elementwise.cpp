@@ -72,7 +72,7 @@ LOOM_BENCH(sum){.op = "sum",
 LOOM_BENCH(embedding){
     .op = "embedding",
     .cases = {{.label = "embedding 8000x512 [64x24 ids]",
-               .inputs = {{{vocab, 512}}, {{sentences, tokens}, DType::i64, vocab}},
+               .inputs = {{{sentences, tokens}, DType::i64, vocab}, {{vocab, 512}}},
                .forward_work = rows * (id_bytes + 2 * 512 * f32_bytes),
                .backward_work = rows * (id_bytes + 512 * f32_bytes) + vocab * 512 * f32_bytes,
                .formula = "fwd 8*ids + 4*2*ids*D (ids, rows read -> rows written); bwd 8*ids + 4*ids*D + "

@@ -1,5 +1,6 @@
 #include "loom/op_schema.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <utility>
@@ -112,8 +113,9 @@ OpSchema OpSchema::parse(std::string_view text) {
   const size_t open = text.find('('), close = text.rfind(')');
   if (open == std::string_view::npos || close == std::string_view::npos || close < open)
     refuse("no argument list in parentheses");
-  if (trim(text.substr(close + 1)) != "-> Tensor") refuse("it must return '-> Tensor'");
-  OpSchema schema{std::string(text), std::string(trim(text.substr(0, open))), {}};
+  const std::string_view returns = trim(text.substr(close + 1));
+  if (returns != "-> Tensor" && returns != "-> Tensor[]") refuse("it must return '-> Tensor' or '-> Tensor[]'");
+  OpSchema schema{std::string(text), std::string(trim(text.substr(0, open))), {}, returns == "-> Tensor[]"};
   if (schema.name.empty()) refuse("no name before the parentheses");
   bool keyword_only = false, defaults_began = false;
   for (std::string_view part : split_arguments(text.substr(open + 1, close - open - 1))) {
@@ -157,6 +159,11 @@ OpSchema OpSchema::parse(std::string_view text) {
   return schema;
 }
 
+bool OpSchema::tensors_only() const {
+  return std::all_of(parameters.begin(), parameters.end(),
+                     [](const Parameter& p) { return p.type == ArgumentType::tensor && !p.optional; });
+}
+
 const Parameter* OpSchema::find(std::string_view name) const {
   for (const Parameter& p : parameters)
     if (p.name == name) return &p;
@@ -189,6 +196,7 @@ const T& Arguments::read(std::string_view name) const {
 }
 
 const Tensor& Arguments::tensor(std::string_view name) const { return read<Tensor>(name); }
+Tensor Arguments::optional_tensor(std::string_view name) const { return is_none(name) ? Tensor() : tensor(name); }
 const std::vector<Tensor>& Arguments::tensors(std::string_view name) const { return read<std::vector<Tensor>>(name); }
 int64_t Arguments::integer(std::string_view name) const { return read<int64_t>(name); }
 std::optional<int64_t> Arguments::optional_integer(std::string_view name) const {
@@ -200,6 +208,10 @@ Shape Arguments::integers(std::string_view name) const {
   return read<std::vector<int64_t>>(name);
 }
 double Arguments::number(std::string_view name) const { return read<double>(name); }
+std::optional<double> Arguments::optional_number(std::string_view name) const {
+  if (is_none(name)) return std::nullopt;
+  return number(name);
+}
 bool Arguments::boolean(std::string_view name) const { return read<bool>(name); }
 const std::string& Arguments::text(std::string_view name) const { return read<std::string>(name); }
 bool Arguments::is_none(std::string_view name) const { return std::holds_alternative<std::monostate>(value(name)); }

@@ -5,6 +5,7 @@
 
 #include "loom/bench_case.h"
 #include "loom/error.h"
+#include "loom/ops.h"
 
 namespace loom {
 
@@ -25,12 +26,24 @@ void register_op(OpInfo info) {
              "register_op: op '{}' is registered twice", info.name);
   LOOM_CHECK(info.call != nullptr, "register_op: op '{}' has no call", info.name);
   LOOM_CHECK(!info.samples.empty(), "register_op: op '{}' has no samples: nothing would test it", info.name);
-  LOOM_CHECK(info.schema.empty() == (info.invoke == nullptr), "register_op: op '{}' has a {} without {}", info.name,
-             info.schema.empty() ? "invoke" : "schema", info.schema.empty() ? "a schema" : "an invoke");
+  LOOM_CHECK(!info.schema.empty() || info.invoke == nullptr, "register_op: op '{}' has an invoke without a schema",
+             info.name);
   if (!info.schema.empty()) {
     info.signature = OpSchema::parse(info.schema);
     LOOM_CHECK(info.signature->name == info.name, "register_op: op '{}' has the schema of '{}'", info.name,
                info.signature->name);
+    if (!info.invoke) {
+      LOOM_CHECK(info.signature->tensors_only() && !info.signature->returns_list,
+                 "register_op: op '{}' needs an invoke: its schema takes more than tensors ({})", info.name,
+                 info.schema);
+      std::vector<std::string> names;
+      for (const Parameter& p : info.signature->parameters) names.push_back(p.name);
+      info.invoke = [call = info.call, names = std::move(names)](const Arguments& a) -> OpResult {
+        OpArgs inputs;
+        for (const std::string& name : names) inputs.push_back(a.tensor(name));
+        return call(inputs);
+      };
+    }
   }
   for (const Sample& sample : info.samples) {
     LOOM_CHECK(sample.attributes.empty() || (info.signature && !sample.call),
@@ -76,7 +89,11 @@ OpCall sample_call(const OpInfo& op, const Sample& sample) {
         values.push_back(*p.default_value);
       }
     }
-    return invoke(Arguments(schema, std::move(values)));
+    OpResult result = invoke(Arguments(schema, std::move(values)));
+    if (const Tensor* one = std::get_if<Tensor>(&result)) return *one;
+    std::vector<Tensor> flat;
+    for (const Tensor& piece : std::get<std::vector<Tensor>>(result)) flat.push_back(reshape(piece, {-1}));
+    return cat(flat, 0);
   };
 }
 

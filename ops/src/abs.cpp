@@ -25,6 +25,7 @@ LOOM_OP(abs){
     .call = [](const OpArgs& x) { return abs(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::away_from_zero), unary_sample({2, 3, 5}, Domain::away_from_zero),
                 unary_sample({}, Domain::away_from_zero, "0-d")},
+    .schema = "abs(Tensor input) -> Tensor",
 };
 
 LOOM_OP(sign){
@@ -35,6 +36,7 @@ LOOM_OP(sign){
     .call = [](const OpArgs& x) { return sign(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::away_from_zero)},
     .differentiable = false,
+    .schema = "sign(Tensor input) -> Tensor",
 };
 
 }  // namespace loom

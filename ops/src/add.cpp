@@ -33,6 +33,11 @@ LOOM_OP(add){
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
                 binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast"),
                 binary_sample({3, 4}, {}, Domain::any, "0-d")},
+    .schema = "add(Tensor input, Tensor other, *, float alpha=1) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          return add(a.tensor("input"), detail::times_alpha(a.tensor("other"), a.number("alpha"), "add"));
+        },
 };
 
 }  // namespace loom

@@ -42,6 +42,34 @@ Tensor attention_composed(const OpArgs& x, const Tensor& additive) {
   Tensor e = exp(scores);
   return matmul(div(e, sum(e, {-1}, true)), x[2]);
 }
+// An additive [queries, keys] mask: -inf on the keys after each query's position.
+Tensor first_keys_visible(int64_t queries, int64_t keys, Device device) {
+  std::vector<double> additive;
+  for (int64_t i = 0; i < queries; ++i)
+    for (int64_t j = 0; j < keys; ++j) additive.push_back(j > i ? -std::numeric_limits<double>::infinity() : 0.0);
+  return from_vector<double>(additive, {queries, keys}, {DType::f64, device});
+}
+// torch.nn.functional.scaled_dot_product_attention's call: a bool attn_mask is True
+// where a query MAY attend (loom's op: True where it may not); a float mask is added to
+// the scores; is_causal hides the keys after each query's position (top-left aligned).
+Tensor attention_as_torch(const Arguments& a) {
+  const Tensor &q = a.tensor("query"), &k = a.tensor("key"), &v = a.tensor("value");
+  Tensor mask = a.optional_tensor("attn_mask");
+  if (mask.defined() && mask.dtype() == DType::b8) mask = eq(mask, scalar_tensor(0, {DType::b8, mask.device()}));
+  if (a.boolean("is_causal")) {
+    LOOM_CHECK(!mask.defined(), "scaled_dot_product_attention: give attn_mask or is_causal, not both");
+    LOOM_CHECK(q.dim() >= 2 && k.dim() >= 2, "scaled_dot_product_attention: q and k need at least 2 dims");
+    const TensorOptions positions{DType::i64, q.device()};
+    mask = gt(unsqueeze(arange(k.shape()[k.dim() - 2], positions), 0),
+              unsqueeze(arange(q.shape()[q.dim() - 2], positions), 1));
+  }
+  Tensor scaled_q = q;
+  if (auto scale = a.optional_number("scale"))  // loom's op scales by 1/sqrt(d_k): the rest goes on q
+    scaled_q =
+        mul(q, scalar_tensor(*scale * std::sqrt(static_cast<double>(q.shape().back())), {q.dtype(), q.device()}));
+  const double p = a.number("dropout_p");
+  return scaled_dot_product_attention(scaled_q, k, v, mask, p, p > 0);
+}
 }  // namespace
 
 LOOM_OP(scaled_dot_product_attention){
@@ -59,8 +87,26 @@ LOOM_OP(scaled_dot_product_attention){
                  [](const OpArgs& x) { return attention_composed(x, detail::causal_additive(4, x[0].device())); }},
                 {{{{2, 3, 3}}, {{2, 4, 3}}, {{2, 4, 2}}},
                  [](const OpArgs& x) { return attention_fixed(x, {}, 0.25); },
-                 "dropout p=0.25"}},
+                 "dropout p=0.25"},
+                {.inputs = {{{2, 3, 3}}, {{2, 4, 3}}, {{2, 4, 2}}},
+                 .label = "is_causal=True, 3 queries on 4 keys",
+                 .composed =
+                     [](const OpArgs& x) { return attention_composed(x, first_keys_visible(3, 4, x[0].device())); },
+                 .attributes = {{"is_causal", true}}},
+                {.inputs = {{{2, 3, 3}}, {{2, 3, 3}}, {{2, 3, 2}}},
+                 .label = "scale=0.3",
+                 .composed =
+                     [](const OpArgs& x) {
+                       return attention_composed(
+                           {mul(x[0], scalar_tensor(0.3 * std::sqrt(3.0), {DType::f64, x[0].device()})), x[1], x[2]},
+                           {});
+                     },
+                 .attributes = {{"scale", 0.3}}}},
     .composed = [](const OpArgs& x) { return attention_composed(x, {}); },
+    .schema =
+        "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
+        "float dropout_p=0, bool is_causal=False, *, float? scale=None) -> Tensor",
+    .invoke = [](const Arguments& a) { return attention_as_torch(a); },
 };
 
 }  // namespace loom

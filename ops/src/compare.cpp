@@ -39,6 +39,7 @@ LOOM_OP(eq){
     .call = [](const OpArgs& x) { return eq(x[0], x[1]); },
     .samples = compare_samples(),
     .differentiable = false,
+    .schema = "eq(Tensor input, Tensor other) -> Tensor",
 };
 LOOM_OP(ne){
     .name = "ne",
@@ -48,6 +49,7 @@ LOOM_OP(ne){
     .call = [](const OpArgs& x) { return ne(x[0], x[1]); },
     .samples = compare_samples(),
     .differentiable = false,
+    .schema = "ne(Tensor input, Tensor other) -> Tensor",
 };
 LOOM_OP(lt){
     .name = "lt",
@@ -57,6 +59,7 @@ LOOM_OP(lt){
     .call = [](const OpArgs& x) { return lt(x[0], x[1]); },
     .samples = compare_samples(),
     .differentiable = false,
+    .schema = "lt(Tensor input, Tensor other) -> Tensor",
 };
 LOOM_OP(le){
     .name = "le",
@@ -66,6 +69,7 @@ LOOM_OP(le){
     .call = [](const OpArgs& x) { return le(x[0], x[1]); },
     .samples = compare_samples(),
     .differentiable = false,
+    .schema = "le(Tensor input, Tensor other) -> Tensor",
 };
 LOOM_OP(gt){
     .name = "gt",
@@ -75,6 +79,7 @@ LOOM_OP(gt){
     .call = [](const OpArgs& x) { return gt(x[0], x[1]); },
     .samples = compare_samples(),
     .differentiable = false,
+    .schema = "gt(Tensor input, Tensor other) -> Tensor",
 };
 LOOM_OP(ge){
     .name = "ge",
@@ -84,6 +89,7 @@ LOOM_OP(ge){
     .call = [](const OpArgs& x) { return ge(x[0], x[1]); },
     .samples = compare_samples(),
     .differentiable = false,
+    .schema = "ge(Tensor input, Tensor other) -> Tensor",
 };
 
 }  // namespace loom

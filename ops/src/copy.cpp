@@ -85,6 +85,7 @@ LOOM_OP(clone){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return clone(x[0]); },
     .samples = {unary_sample({4, 7})},
+    .schema = "clone(Tensor input) -> Tensor",
 };
 
 // float32 rounding (1e-7 relative) swamps central differences with eps 1e-6,

@@ -60,13 +60,50 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   return o.reduction == Reduction::sum ? sum(loss) : loss;
 }
 
+namespace {
+// torch.nn.functional.cross_entropy's call: classes on dim 1 of (C), (N, C) or
+// (N, C, d1, ...), target class ids or class probabilities (input's shape).
+Tensor cross_entropy_as_torch(const Arguments& a) {
+  LOOM_CHECK(a.is_none("weight") && a.is_none("size_average") && a.is_none("reduce"),
+             "cross_entropy: class weights and the deprecated size_average and reduce are not supported");
+  const std::string& how = a.text("reduction");
+  LOOM_CHECK(how == "mean" || how == "sum" || how == "none",
+             "cross_entropy: reduction must be 'mean', 'sum' or 'none', got '{}'", how);
+  const Reduction reduction = how == "mean" ? Reduction::mean : how == "sum" ? Reduction::sum : Reduction::none;
+  Tensor input = a.tensor("input"), target = a.tensor("target");
+  const double eps = a.number("label_smoothing");
+  LOOM_CHECK(input.dim() >= 1, "cross_entropy: input needs a class dim, got a 0-d tensor");
+  if (is_floating(target.dtype())) {  // class probabilities
+    LOOM_CHECK(target.shape() == input.shape(),
+               "cross_entropy: probability targets must have the input's shape {}, got {}", input.shape(),
+               target.shape());
+    const int64_t class_dim = input.dim() == 1 ? 0 : 1;
+    const double classes = static_cast<double>(input.shape()[class_dim]);
+    if (eps != 0)
+      target = add(mul(target, detail::constant_like(target, 1 - eps)), detail::constant_like(target, eps / classes));
+    const Tensor loss = neg(sum(mul(target, log_softmax(input, class_dim)), {class_dim}));
+    return reduction == Reduction::mean ? mean(loss) : reduction == Reduction::sum ? sum(loss) : loss;
+  }
+  const CrossEntropyOptions options{
+      .reduction = reduction, .label_smoothing = eps, .ignore_index = a.integer("ignore_index")};
+  if (input.dim() == 1) {  // one sample
+    const Tensor loss = cross_entropy(unsqueeze(input, 0), unsqueeze(target, 0), options);
+    return reduction == Reduction::none ? squeeze(loss, 0) : loss;
+  }
+  Shape classes_last{0};  // loom's op takes the classes on the last dim
+  for (int64_t d = 2; d < input.dim(); ++d) classes_last.push_back(d);
+  classes_last.push_back(1);
+  return cross_entropy(input.dim() > 2 ? permute(input, classes_last) : input, target, options);
+}
+}  // namespace
+
 LOOM_OP(cross_entropy){
     .name = "cross_entropy",
     .formula = "loss_i = (1-ε)·(-log p[t_i]) + ε·mean_v(-log p_v),  p = softmax(x);  0 where t_i = ignore_index",
     .derivative = "dx_i = g_i·(p_i - (1-ε)·onehot(t_i) - ε/V)   (composite; mean: the fused op's)",
     .shape_rule = "x [.., V], t [..] int64 → t's shape (none), a scalar (sum, mean)",
     .call = reduced(Reduction::none, 0.1),
-    .samples = {{{{{5, 7}}, {{5}, Domain::any, DType::i64, 7}}, {}, "none eps=0.1"},
+    .samples = {{{{{5, 7}}, {{5}, Domain::any, DType::i64, 7}}, reduced(Reduction::none, 0.1), "none eps=0.1"},
                 {{{{5, 4}}, {{5}, Domain::any, DType::i64, 4}},
                  reduced(Reduction::none, 0.2, true),
                  "none eps=0.2, rows 1,3 ignored"},
@@ -81,7 +118,23 @@ LOOM_OP(cross_entropy){
                    return cross_entropy(x[0], with_ignored(x[1]),
                                         {.reduction = Reduction::sum, .label_smoothing = 0.1}) /
                           3.0;
-                 }}},
+                 }},
+                {.inputs = {{{3, 4, 2}}, {{3, 2}, Domain::any, DType::i64, 4}},
+                 .label = "classes on dim 1 (torch's), none",
+                 .attributes = {{"reduction", std::string("none")}}},
+                {.inputs = {{{5}}, {{}, Domain::any, DType::i64, 5}},
+                 .label = "one sample, eps=0.1",
+                 .attributes = {{"label_smoothing", 0.1}}},
+                {.inputs = {{{4, 3}}, {{4, 3}, Domain::positive, DType::f64, 0, false}},
+                 .label = "class probabilities, sum",
+                 .attributes = {{"reduction", std::string("sum")}}},
+                {.inputs = {{{6, 4}}, {{6}, Domain::any, DType::i64, 4}},
+                 .label = "ignore_index=0, mean eps=0.2",
+                 .attributes = {{"ignore_index", int64_t{0}}, {"label_smoothing", 0.2}}}},
+    .schema =
+        "cross_entropy(Tensor input, Tensor target, Tensor? weight=None, bool? size_average=None, "
+        "int ignore_index=-100, bool? reduce=None, str reduction='mean', float label_smoothing=0) -> Tensor",
+    .invoke = [](const Arguments& a) { return cross_entropy_as_torch(a); },
 };
 
 }  // namespace loom

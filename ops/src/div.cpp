@@ -28,6 +28,13 @@ LOOM_OP(div){
     .samples = {binary_sample({4, 7}, {4, 7}, Domain::away_from_zero),
                 binary_sample({4, 7}, {7}, Domain::away_from_zero, "row broadcast"),
                 binary_sample({2, 1, 5}, {3, 1}, Domain::away_from_zero, "both broadcast")},
+    .schema = "div(Tensor input, Tensor other, *, str? rounding_mode=None) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          LOOM_CHECK(a.is_none("rounding_mode"), "div: rounding_mode='{}' is not supported (true division only)",
+                     a.text("rounding_mode"));
+          return div(a.tensor("input"), a.tensor("other"));
+        },
 };
 
 }  // namespace loom

@@ -45,13 +45,28 @@ LOOM_OP(dropout){
     .derivative = "dx = keep·g / (1-p)   (the same mask)",
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return detail::dropout_fixed(x[0], 0.3); },
-    .samples = {unary_sample({4, 7}, Domain::any, "[4,7] p=0.3"),
-                unary_sample({2, 3, 5}, Domain::any, "[2,3,5] p=0.3"),
+    .samples = {{{{{4, 7}}}, [](const OpArgs& x) { return detail::dropout_fixed(x[0], 0.3); }, "[4,7] p=0.3"},
+                {{{{2, 3, 5}}}, [](const OpArgs& x) { return detail::dropout_fixed(x[0], 0.3); }, "[2,3,5] p=0.3"},
                 {{{{3, 9}}},
                  [](const OpArgs& x) { return detail::dropout_fixed(x[0], 0.7); },
                  "p=0.7",
-                 [](const OpArgs& x) { return mul(x[0], detail::dropout_fixed(ones_like(x[0]), 0.7)); }}},
+                 [](const OpArgs& x) { return mul(x[0], detail::dropout_fixed(ones_like(x[0]), 0.7)); }},
+                // invoke draws from the default generator: only its deterministic calls are samples
+                {.inputs = {{{4, 7}}},
+                 .label = "p=0.3 training=False (x itself)",
+                 .composed = [](const OpArgs& x) { return x[0]; },
+                 .attributes = {{"p", 0.3}, {"training", false}}},
+                {.inputs = {{{4, 7}}},
+                 .label = "p=0 (x itself)",
+                 .composed = [](const OpArgs& x) { return x[0]; },
+                 .attributes = {{"p", 0.0}}}},
     .composed = [](const OpArgs& x) { return mul(x[0], detail::dropout_fixed(ones_like(x[0]), 0.3)); },
+    .schema = "dropout(Tensor input, float p=0.5, bool training=True, bool inplace=False) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          LOOM_CHECK(!a.boolean("inplace"), "dropout: inplace=True is not supported");
+          return dropout(a.tensor("input"), a.number("p"), a.boolean("training"));
+        },
 };
 
 // Samples: a random bitmask over a partial last word (28 elements) and over two

@@ -18,6 +18,7 @@ LOOM_OP(exp){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return exp(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
+    .schema = "exp(Tensor input) -> Tensor",
 };
 
 }  // namespace loom

@@ -38,7 +38,10 @@ LOOM_OP(expand){
         [](const OpArgs& x) {
           return expand(x[0], {2, 4, 3});
         },
-    .samples = {unary_sample({4, 1}, Domain::any, "[4,1]->[2,4,3]")},
+    .samples = {{.inputs = {{{4, 1}}}, .label = "[4,1]->[2,4,3]", .attributes = {{"size", Shape{2, 4, 3}}}},
+                {.inputs = {{{4, 1}}}, .label = "[4,1]->[-1,5]", .attributes = {{"size", Shape{-1, 5}}}}},
+    .schema = "expand(Tensor input, int[] size) -> Tensor",
+    .invoke = [](const Arguments& a) { return expand(a.tensor("input"), a.integers("size")); },
 };
 
 }  // namespace loom

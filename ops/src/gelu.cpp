@@ -45,6 +45,14 @@ LOOM_OP(gelu){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return gelu(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
+    .schema = "gelu(Tensor input, *, str approximate='none') -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          const std::string& approximate = a.text("approximate");
+          LOOM_CHECK(approximate == "none" || approximate == "tanh",
+                     "gelu: approximate must be 'none' or 'tanh', got '{}'", approximate);
+          return approximate == "tanh" ? gelu_tanh(a.tensor("input")) : gelu(a.tensor("input"));
+        },
 };
 
 LOOM_OP(gelu_backward){

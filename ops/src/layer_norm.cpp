@@ -49,8 +49,8 @@ LOOM_OP(layer_norm){
     .derivative = "dx = r·P(g·w),  P(u) = u - mean(u) - x̂·mean(u·x̂);  dw = Σ_rows g·x̂;  db = Σ_rows g",
     .shape_rule = "x [.., D], w, b [D] → x's shape",
     .call = [](const OpArgs& x) { return layer_norm(x[0], x[1], x[2]); },
-    .samples = {{{{{4, 6}}, {{6}}, {{6}}}},
-                {{{{2, 3, 5}}, {{5}}, {{5}}}},
+    .samples = {{.inputs = {{{4, 6}}, {{6}}, {{6}}}, .attributes = {{"normalized_shape", Shape{6}}}},
+                {.inputs = {{{2, 3, 5}}, {{5}}, {{5}}}, .attributes = {{"normalized_shape", Shape{5}}}},
                 {{{{3, 5}}, {{5}}},
                  [](const OpArgs& x) { return layer_norm(x[0], x[1]); },
                  "weight only",
@@ -60,12 +60,42 @@ LOOM_OP(layer_norm){
                  "no affine",
                  [](const OpArgs& x) { return layer_norm_composed(x[0], {}, {}, 1e-5); }},
                 // D = 70: the float32 fast kernels' vector lanes, blocks and scalar tail
-                {{{{3, 70}}, {{70}}, {{70}}}, {}, "D=70 (vector lanes)"},
+                {.inputs = {{{3, 70}}, {{70}}, {{70}}},
+                 .label = "D=70 (vector lanes)",
+                 .attributes = {{"normalized_shape", Shape{70}}}},
                 {{{{3, 4}}, {{4}}, {{4}}},
                  [](const OpArgs& x) { return layer_norm(x[0], x[1], x[2], 0.1); },
                  "eps=0.1",
-                 [](const OpArgs& x) { return layer_norm_composed(x[0], x[1], x[2], 0.1); }}},
+                 [](const OpArgs& x) { return layer_norm_composed(x[0], x[1], x[2], 0.1); }},
+                {.inputs = {{{2, 3, 5}}, {{3, 5}}, {{3, 5}}},
+                 .label = "normalized_shape=[3,5] eps=0.1",
+                 .composed =
+                     [](const OpArgs& x) {
+                       return reshape(
+                           layer_norm_composed(reshape(x[0], {2, 15}), reshape(x[1], {15}), reshape(x[2], {15}), 0.1),
+                           {2, 3, 5});
+                     },
+                 .attributes = {{"normalized_shape", Shape{3, 5}}, {"eps", 0.1}}}},
     .composed = [](const OpArgs& x) { return layer_norm_composed(x[0], x[1], x[2], 1e-5); },
+    .schema =
+        "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) "
+        "-> Tensor",
+    // As torch's: over the last len(normalized_shape) dims (loom's op: the last one).
+    .invoke =
+        [](const Arguments& a) {
+          const Tensor& x = a.tensor("input");
+          const Shape normalized = a.integers("normalized_shape");
+          const auto n = static_cast<int64_t>(normalized.size());
+          LOOM_CHECK(n >= 1 && n <= x.dim() && Shape(x.shape().end() - n, x.shape().end()) == normalized,
+                     "layer_norm: normalized_shape {} must be the input's last dims, got an input of shape {}",
+                     normalized, x.shape());
+          const Tensor w = a.optional_tensor("weight"), b = a.optional_tensor("bias");
+          if (n == 1) return layer_norm(x, w, b, a.number("eps"));
+          Shape rows(x.shape().begin(), x.shape().end() - n);
+          rows.push_back(-1);
+          auto flat = [](const Tensor& t) { return t.defined() ? reshape(t, {-1}) : t; };
+          return reshape(layer_norm(reshape(x, rows), flat(w), flat(b), a.number("eps")), x.shape());
+        },
 };
 
 }  // namespace loom

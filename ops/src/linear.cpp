@@ -52,6 +52,9 @@ LOOM_OP(linear){
                 {{{{4}}, {{5, 4}}, {{5}}}, {}, "one vector"},
                 {{{{6, 33}}, {{40, 33}}, {{40}}}, {}, "out=40 (blocks of 16), odd in"}},
     .composed = [](const OpArgs& a) { return add(matmul(a[0], transpose(a[1], 0, 1)), a[2]); },
+    .schema = "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+    .invoke =
+        [](const Arguments& a) { return linear(a.tensor("input"), a.tensor("weight"), a.optional_tensor("bias")); },
 };
 
 }  // namespace loom

@@ -16,6 +16,7 @@ LOOM_OP(log){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return log(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::positive), unary_sample({2, 3, 5}, Domain::positive)},
+    .schema = "log(Tensor input) -> Tensor",
 };
 
 }  // namespace loom

@@ -63,21 +63,20 @@ LOOM_OP(log_softmax){
     .derivative = "dx = g - exp(y)·Σ g   (0 at masked entries)",
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return log_softmax(x[0]); },
-    .samples = {unary_sample({4, 7}),
-                unary_sample({2, 3, 5}),
+    .samples = {{.inputs = {{{4, 7}}}, .label = "dim=-1", .attributes = {{"dim", int64_t{-1}}}},
+                {.inputs = {{{2, 3, 5}}}, .label = "dim=-1", .attributes = {{"dim", int64_t{-1}}}},
                 {.inputs = {{{2, 5, 3}}},
                  .label = "dim=0",
                  .composed = [](const OpArgs& x) { return log_softmax_composed(x[0], 0); },
                  .attributes = {{"dim", int64_t{0}}}},
                 {.inputs = {{{3, 4, 5}}, {{4, 5}}},
                  .label = "additive mask [4,5]",
-                 .composed = [](const OpArgs& x) { return log_softmax_composed(add(x[0], x[1]), -1); }}},
+                 .composed = [](const OpArgs& x) { return log_softmax_composed(add(x[0], x[1]), -1); },
+                 .attributes = {{"dim", int64_t{-1}}}}},
     .composed = [](const OpArgs& x) { return log_softmax_composed(x[0], -1); },
-    .schema = "log_softmax(Tensor input, int dim=-1, Tensor? mask=None) -> Tensor",
+    .schema = "log_softmax(Tensor input, int dim, *, Tensor? mask=None) -> Tensor",
     .invoke =
-        [](const Arguments& a) {
-          return log_softmax(a.tensor("input"), a.integer("dim"), a.is_none("mask") ? Tensor() : a.tensor("mask"));
-        },
+        [](const Arguments& a) { return log_softmax(a.tensor("input"), a.integer("dim"), a.optional_tensor("mask")); },
 };
 
 // y drawn as real log-probabilities would be log_softmax(...); the formula is

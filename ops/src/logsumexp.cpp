@@ -40,7 +40,7 @@ LOOM_OP(logsumexp){
     .derivative = "dx = g·exp(x - y) = g·softmax(x)",
     .shape_rule = "x.shape without dims (size 1 each if keepdim)",
     .call = [](const OpArgs& x) { return logsumexp(x[0]); },
-    .samples = {lse_sample({4, 7}, {}, false, "all"), lse_sample({4, 7}, {1}, false, "dims={1}"),
+    .samples = {lse_sample({4, 7}, {0, 1}, false, "all (dims={0,1})"), lse_sample({4, 7}, {1}, false, "dims={1}"),
                 lse_sample({4, 7}, {0}, true, "dims={0} keepdim"), lse_sample({2, 3, 5}, {0, 2}, false, "dims={0,2}"),
                 lse_sample({2, 3, 5}, {-1}, true, "dims={-1} keepdim")},
     .schema = "logsumexp(Tensor input, int[1] dim, bool keepdim=False) -> Tensor",

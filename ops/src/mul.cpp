@@ -22,6 +22,7 @@ LOOM_OP(mul){
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
                 binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast"),
                 binary_sample({3, 4}, {}, Domain::any, "0-d")},
+    .schema = "mul(Tensor input, Tensor other) -> Tensor",
 };
 
 }  // namespace loom

@@ -16,6 +16,7 @@ LOOM_OP(neg){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return neg(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({}, Domain::any, "0-d")},
+    .schema = "neg(Tensor input) -> Tensor",
 };
 
 }  // namespace loom

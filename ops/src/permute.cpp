@@ -40,7 +40,10 @@ LOOM_OP(permute){
         [](const OpArgs& x) {
           return permute(x[0], {2, 0, 1});
         },
-    .samples = {unary_sample({2, 3, 4}, Domain::any, "{2,0,1}")},
+    .samples = {{.inputs = {{{2, 3, 4}}}, .label = "{2,0,1}", .attributes = {{"dims", Shape{2, 0, 1}}}},
+                {.inputs = {{{2, 3, 4}}}, .label = "{-1,0,-2}", .attributes = {{"dims", Shape{-1, 0, -2}}}}},
+    .schema = "permute(Tensor input, int[] dims) -> Tensor",
+    .invoke = [](const Arguments& a) { return permute(a.tensor("input"), a.integers("dims")); },
 };
 
 LOOM_OP(transpose){

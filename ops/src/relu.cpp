@@ -38,6 +38,7 @@ LOOM_OP(relu){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return relu(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::away_from_zero), unary_sample({2, 3, 5}, Domain::away_from_zero)},
+    .schema = "relu(Tensor input) -> Tensor",
 };
 
 // x away from the kink (finite differences in x must not cross 0); g anywhere.

@@ -94,7 +94,10 @@ LOOM_OP(reshape){
         [](const OpArgs& x) {
           return reshape(x[0], {7, 2, 2});
         },
-    .samples = {unary_sample({4, 7}, Domain::any, "[4,7]->[7,2,2]")},
+    .samples = {{.inputs = {{{4, 7}}}, .label = "[4,7]->[7,2,2]", .attributes = {{"shape", Shape{7, 2, 2}}}},
+                {.inputs = {{{2, 3}}}, .label = "[2,3]->[-1]", .attributes = {{"shape", Shape{-1}}}}},
+    .schema = "reshape(Tensor input, int[] shape) -> Tensor",
+    .invoke = [](const Arguments& a) { return reshape(a.tensor("input"), a.integers("shape")); },
 };
 
 LOOM_OP(view){
@@ -106,8 +109,10 @@ LOOM_OP(view){
         [](const OpArgs& x) {
           return view(x[0], {2, -1});
         },
-    .samples = {unary_sample({2, 3, 4}, Domain::any, "[2,3,4]->[2,-1]")},
+    .samples = {{.inputs = {{{2, 3, 4}}}, .label = "[2,3,4]->[2,-1]", .attributes = {{"size", Shape{2, -1}}}}},
     .variants = false,  // a transposed input cannot be viewed: that error is tested in test_views
+    .schema = "view(Tensor input, int[] size) -> Tensor",
+    .invoke = [](const Arguments& a) { return view(a.tensor("input"), a.integers("size")); },
 };
 
 }  // namespace loom

@@ -22,6 +22,7 @@ LOOM_OP(rsqrt){
     .call = [](const OpArgs& x) { return rsqrt(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::positive), unary_sample({2, 3, 5}, Domain::positive),
                 unary_sample({}, Domain::positive, "0-d")},
+    .schema = "rsqrt(Tensor input) -> Tensor",
 };
 
 }  // namespace loom

@@ -32,6 +32,7 @@ LOOM_OP(sigmoid){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return sigmoid(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
+    .schema = "sigmoid(Tensor input) -> Tensor",
 };
 
 LOOM_OP(sigmoid_backward){

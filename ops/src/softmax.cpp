@@ -57,15 +57,16 @@ LOOM_OP(softmax){
     .derivative = "dx = softmax_backward(y, g) = y·(g - Σ g·y)",
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return softmax(x[0]); },
-    .samples = {unary_sample({4, 7}),
-                unary_sample({2, 3, 5}),
+    .samples = {{.inputs = {{{4, 7}}}, .label = "dim=-1", .attributes = {{"dim", int64_t{-1}}}},
+                {.inputs = {{{2, 3, 5}}}, .label = "dim=-1", .attributes = {{"dim", int64_t{-1}}}},
                 {.inputs = {{{2, 5, 3}}},
                  .label = "dim=1",
                  .composed = [](const OpArgs& x) { return softmax_composed(x[0], 1); },
                  .attributes = {{"dim", int64_t{1}}}},
                 {.inputs = {{{3, 4, 5}}, {{4, 5}}},
                  .label = "additive mask [4,5]",
-                 .composed = [](const OpArgs& x) { return softmax_composed(add(x[0], x[1]), -1); }},
+                 .composed = [](const OpArgs& x) { return softmax_composed(add(x[0], x[1]), -1); },
+                 .attributes = {{"dim", int64_t{-1}}}},
                 {.inputs = {{{2, 5, 3}}, {{5, 1}}},
                  .label = "dim=1, additive mask [5,1]",
                  .composed = [](const OpArgs& x) { return softmax_composed(add(x[0], x[1]), 1); },
@@ -77,11 +78,9 @@ LOOM_OP(softmax){
                    return softmax_composed(add(x[0], detail::causal_additive(4, x[0].device())), -1);
                  }}},
     .composed = [](const OpArgs& x) { return softmax_composed(x[0], -1); },
-    .schema = "softmax(Tensor input, int dim=-1, Tensor? mask=None) -> Tensor",
+    .schema = "softmax(Tensor input, int dim, *, Tensor? mask=None) -> Tensor",
     .invoke =
-        [](const Arguments& a) {
-          return softmax(a.tensor("input"), a.integer("dim"), a.is_none("mask") ? Tensor() : a.tensor("mask"));
-        },
+        [](const Arguments& a) { return softmax(a.tensor("input"), a.integer("dim"), a.optional_tensor("mask")); },
 };
 
 LOOM_OP(softmax_backward){

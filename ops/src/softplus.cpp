@@ -21,7 +21,22 @@ LOOM_OP(softplus){
     .derivative = "dx = g·sigmoid(x)",
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return softplus(x[0]); },
-    .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5}), unary_sample({}, Domain::any, "0-d")},
+    .samples = {unary_sample({4, 7}),
+                unary_sample({2, 3, 5}),
+                unary_sample({}, Domain::any, "0-d"),
+                {.inputs = {{{4, 7}}},
+                 .label = "beta=2 threshold=1",
+                 .attributes = {{"beta", 2.0}, {"threshold", 1.0}}}},
+    .schema = "softplus(Tensor input, float beta=1, float threshold=20) -> Tensor",
+    // As torch's: log(1 + e^(beta x)) / beta, and x itself where beta x > threshold.
+    .invoke =
+        [](const Arguments& a) {
+          const Tensor& x = a.tensor("input");
+          const double beta = a.number("beta");
+          const Tensor scaled = beta == 1 ? x : mul(x, detail::constant_like(x, beta));
+          const Tensor smooth = beta == 1 ? softplus(x) : div(softplus(scaled), detail::constant_like(x, beta));
+          return where(gt(scaled, detail::constant_like(x, a.number("threshold"))), x, smooth);
+        },
 };
 
 }  // namespace loom

@@ -57,10 +57,16 @@ LOOM_OP(chunk){
     .derivative = "each piece's gradient written back into its range of dx",
     .shape_rule = "at most `chunks` pieces",
     .call = [](const OpArgs& x) { return chunk(x[0], 3, 0).at(2); },
-    .samples = {unary_sample({7, 3}, Domain::any, "3 chunks dim=0, piece 2"),
+    .samples = {{{{{7, 3}}}, [](const OpArgs& x) { return chunk(x[0], 3, 0).at(2); }, "3 chunks dim=0, piece 2"},
                 {{{{2, 6}}},
                  [](const OpArgs& x) { return reversed_cat(chunk(x[0], 4, -1), -1); },
-                 "4 chunks of 6 (3 pieces) dim=-1, reversed"}},
+                 "4 chunks of 6 (3 pieces) dim=-1, reversed"},
+                {.inputs = {{{7, 3}}}, .label = "3 chunks dim=0", .attributes = {{"chunks", int64_t{3}}}},
+                {.inputs = {{{2, 6}}},
+                 .label = "4 chunks of 6 dim=-1",
+                 .attributes = {{"chunks", int64_t{4}}, {"dim", int64_t{-1}}}}},
+    .schema = "chunk(Tensor input, int chunks, int dim=0) -> Tensor[]",
+    .invoke = [](const Arguments& a) { return chunk(a.tensor("input"), a.integer("chunks"), a.integer("dim")); },
 };
 
 }  // namespace loom

@@ -24,6 +24,7 @@ LOOM_OP(sqrt){
     .call = [](const OpArgs& x) { return sqrt(x[0]); },
     .samples = {unary_sample({4, 7}, Domain::positive), unary_sample({2, 3, 5}, Domain::positive),
                 unary_sample({}, Domain::positive, "0-d")},
+    .schema = "sqrt(Tensor input) -> Tensor",
 };
 
 }  // namespace loom

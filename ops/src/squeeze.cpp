@@ -27,7 +27,19 @@ LOOM_OP(squeeze){
     .derivative = "dx = reshape(g, x.shape)",
     .shape_rule = "x.shape without dim",
     .call = [](const OpArgs& x) { return squeeze(x[0], 1); },
-    .samples = {unary_sample({3, 1, 4}, Domain::any, "dim=1")},
+    .samples = {{.inputs = {{{3, 1, 4}}}, .label = "dim=1", .attributes = {{"dim", int64_t{1}}}},
+                {.inputs = {{{3, 1, 4}}}, .label = "dim=0 (not 1: unchanged)", .attributes = {{"dim", int64_t{0}}}},
+                {.inputs = {{{1, 3, 1}}}, .label = "every size-1 dim"}},
+    .schema = "squeeze(Tensor input, int? dim=None) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          const Tensor& x = a.tensor("input");
+          if (auto dim = a.optional_integer("dim")) return squeeze(x, *dim);
+          Shape kept;  // every size-1 dim
+          for (int64_t size : x.shape())
+            if (size != 1) kept.push_back(size);
+          return reshape(x, kept);
+        },
 };
 
 LOOM_OP(unsqueeze){
@@ -36,7 +48,10 @@ LOOM_OP(unsqueeze){
     .derivative = "dx = reshape(g, x.shape)",
     .shape_rule = "x.shape with a 1 inserted at dim",
     .call = [](const OpArgs& x) { return unsqueeze(x[0], -1); },
-    .samples = {unary_sample({3, 4}, Domain::any, "dim=-1")},
+    .samples = {{.inputs = {{{3, 4}}}, .label = "dim=-1", .attributes = {{"dim", int64_t{-1}}}},
+                {.inputs = {{{3, 4}}}, .label = "dim=1", .attributes = {{"dim", int64_t{1}}}}},
+    .schema = "unsqueeze(Tensor input, int dim) -> Tensor",
+    .invoke = [](const Arguments& a) { return unsqueeze(a.tensor("input"), a.integer("dim")); },
 };
 
 }  // namespace loom

@@ -21,6 +21,11 @@ LOOM_OP(sub){
     .call = [](const OpArgs& x) { return sub(x[0], x[1]); },
     .samples = {binary_sample({4, 7}, {4, 7}), binary_sample({4, 7}, {7}, Domain::any, "row broadcast"),
                 binary_sample({2, 1, 5}, {3, 1}, Domain::any, "both broadcast")},
+    .schema = "sub(Tensor input, Tensor other, *, float alpha=1) -> Tensor",
+    .invoke =
+        [](const Arguments& a) {
+          return sub(a.tensor("input"), detail::times_alpha(a.tensor("other"), a.number("alpha"), "sub"));
+        },
 };
 
 }  // namespace loom

@@ -33,6 +33,7 @@ LOOM_OP(tanh){
     .shape_rule = "y has x's shape",
     .call = [](const OpArgs& x) { return tanh(x[0]); },
     .samples = {unary_sample({4, 7}), unary_sample({2, 3, 5})},
+    .schema = "tanh(Tensor input) -> Tensor",
 };
 
 LOOM_OP(tanh_backward){

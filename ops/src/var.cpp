@@ -43,7 +43,9 @@ static Sample var_sample(Shape shape, Shape dims, bool keepdim, int64_t correcti
                 Tensor centred = x[0] - mean(x[0], dims, true);
                 return sum(centred * centred, dims, keepdim) / static_cast<double>(n - correction);
               },
-          .attributes = {{"dim", dims}, {"keepdim", keepdim}, {"correction", correction}}};
+          .attributes = {{"dim", dims.empty() ? ArgumentValue{} : ArgumentValue{dims}},  // None: all
+                         {"keepdim", keepdim},
+                         {"correction", correction}}};
 }
 
 LOOM_OP(var){

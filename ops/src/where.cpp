@@ -41,6 +41,7 @@ LOOM_OP(where){
                 {{bool_input({7}), {{4, 7}}, {{4, 1}}}, {}, "cond [7], b [4,1]"},
                 {{bool_input({2, 3, 5}), {{3, 1}}, {{}}}, {}, "a [3,1], b 0-d"},
                 {{bool_input({4, 1}), {{2, 1, 7}}, {{7}}}, {}, "all broadcast"}},
+    .schema = "where(Tensor condition, Tensor input, Tensor other) -> Tensor",
 };
 
 }  // namespace loom

@@ -1,4 +1,6 @@
 // The shared shell of the elementwise ops: checks, output, one kernel lookup.
+#include <cmath>
+
 #include "elementwise.h"
 
 namespace loom::detail {
@@ -29,6 +31,14 @@ DType floating_result_type(const Tensor& a, const Tensor& b) {
 
 Tensor call_promoted(BinaryFn op, const Tensor& a, const Tensor& b, DType dtype, Where where) {
   return op(to_dtype(a, dtype), to_dtype(b, dtype), where);
+}
+
+Tensor times_alpha(const Tensor& other, double alpha, std::string_view op) {
+  if (alpha == 1) return other;
+  LOOM_CHECK(is_floating(other.dtype()) || alpha == std::trunc(alpha),
+             "{}: alpha {} must be an integer for the {} operand (as in PyTorch)", op, alpha,
+             dtype_name(other.dtype()));
+  return mul(other, constant_like(other, alpha));
 }
 
 Tensor unary_op(std::string_view op, const Tensor& x, DTypes allowed, kernels::Scalars scalars) {

@@ -56,4 +56,8 @@ Tensor call_promoted(BinaryFn op, const Tensor& a, const Tensor& b, DType dtype,
 // A 0-d tensor holding `value` with t's dtype and device (for scalars in backward formulas).
 inline Tensor constant_like(const Tensor& t, double value) { return scalar_tensor(value, {t.dtype(), t.device()}); }
 
+// other * alpha for torch's add(input, other, alpha=...) and sub: an integer `other`
+// takes only an integral alpha, as in torch.
+Tensor times_alpha(const Tensor& other, double alpha, std::string_view op);
+
 }  // namespace loom::detail

@@ -19,12 +19,14 @@ import numpy as _np
 from . import _loom
 from ._loom import nn, optim, models, data  # noqa: F401 (loom.nn.Linear, loom.optim.Adam, loom.models.load, loom.data.Store)
 from ._loom import (Error, Tensor, dtype, ops, from_numpy, from_dlpack, zeros, ones, full, arange, rand, randn,
-                    manual_seed, sum, mean, amax, amin, logsumexp, var, argmax, argmin, matmul, cat, stack, split, chunk, reshape,
-                    transpose, permute, pad, triu, tril, clamp, where, masked_fill, gather, index_select, index_add,
-                    scatter_add, narrow, select,
-                    embedding, softmax, log_softmax, layer_norm, dropout, cross_entropy,
-                    scaled_dot_product_attention, is_grad_enabled, set_grad_enabled, is_anomaly_enabled,
-                    set_anomaly_enabled, gradcheck, gradgradcheck, op_names, GradientTrace)
+                    manual_seed, is_grad_enabled, set_grad_enabled, is_anomaly_enabled, set_anomaly_enabled, gradcheck,
+                    gradgradcheck, op_names, GradientTrace)
+
+# Every op with a schema is bound from it with torch's arguments (loom.sum, loom.layer_norm...);
+# those without one reach the top level from loom.ops further down.
+for _name in op_names():
+    if hasattr(_loom, _name):
+        globals()[_name] = getattr(_loom, _name)
 
 
 
@@ -69,8 +71,7 @@ def _naming_arguments(function):
 
 
 # The hand-bound functions (the others come from their ops' schemas, which name the argument themselves).
-for _name in ("zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "split", "chunk", "reshape", "permute",
-              "pad", "where", "embedding", "layer_norm", "dropout", "cross_entropy", "scaled_dot_product_attention"):
+for _name in ("zeros", "ones", "full", "arange", "rand", "randn", "manual_seed", "split"):
     globals()[_name] = _naming_arguments(globals()[_name])
 
 float32, float64, int32, int64, bfloat16 = dtype.float32, dtype.float64, dtype.int32, dtype.int64, dtype.bfloat16
@@ -137,39 +138,14 @@ def arange(start, end=None, step=1, *, dtype=None):
     return (positions * float(step) + float(start)).to(dtype)
 
 
-def softplus(input, beta=1.0, threshold=20.0):
-    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold, as torch's."""
-    scaled = input * beta if beta != 1 else input
-    smooth = ops.softplus(scaled) / beta if beta != 1 else ops.softplus(scaled)
-    return where(scaled > threshold, input, smooth)
 
 
-def gelu(input, approximate="none"):
-    """x * Phi(x), or its tanh approximation (approximate='tanh'), as torch's."""
-    if approximate == "none":
-        return ops.gelu(input)
-    if approximate == "tanh":
-        return ops.gelu_tanh(input)
-    raise ValueError(f"loom.gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-
-
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """As torch.nn.functional.layer_norm: over the last len(normalized_shape) dims."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if not shape or tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
-        raise RuntimeError(f"loom.layer_norm: given normalized_shape={list(shape)}, expected an input of shape "
-                           f"[*, {', '.join(map(str, shape))}], got {list(input.shape)}")
-    if len(shape) == 1:
-        return _loom.layer_norm(input, weight, bias, eps)
-    rows = input.reshape(list(input.shape[:input.ndim - len(shape)]) + [-1])
-    flat = (lambda t: None if t is None else t.reshape([-1]))  # noqa: E731
-    return _loom.layer_norm(rows, flat(weight), flat(bias), eps).reshape(list(input.shape))
 
 
 def split(tensor, split_size_or_sections, dim=0):
     """Pieces of split_size (the last may be smaller), or of the sizes listed, as torch.split."""
     if isinstance(split_size_or_sections, int):
-        return _loom.split(tensor, split_size_or_sections, dim)
+        return tuple(_loom.split(tensor, split_size_or_sections, dim))
     sizes = list(split_size_or_sections)
     if _builtins.sum(sizes) != tensor.shape[dim] or _builtins.min(sizes, default=0) < 0:
         raise RuntimeError(f"loom.split: the sizes {sizes} must be >= 0 and add up to {tensor.shape[dim]} (dim {dim})")
@@ -180,88 +156,12 @@ def split(tensor, split_size_or_sections, dim=0):
     return tuple(pieces)
 
 
-def pad(input, pad, mode="constant", value=0.0):
-    """As torch.nn.functional.pad (constant mode): (left, right) for the last dim first; a negative
-    amount crops."""
-    if mode != "constant":
-        raise NotImplementedError(f"loom.pad: only mode='constant', not {mode!r}")
-    pad = list(pad)
-    if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ValueError(f"loom.pad: pad {pad} must have an even length of at most 2 x {input.ndim}")
-    for i in range(0, len(pad), 2):
-        dim, left, right = input.ndim - 1 - i // 2, pad[i], pad[i + 1]
-        if left < 0 or right < 0:
-            start = -_builtins.min(left, 0)
-            input = input.narrow(dim, start, input.shape[dim] - start + _builtins.min(right, 0))
-    return _loom.pad(input, [_builtins.max(p, 0) for p in pad], value)
-
-
-def embedding(input, weight, padding_idx=None):
-    """As torch.nn.functional.embedding: int64 or int32 ids; padding_idx None (none) or a row
-    (negative counts from the end), which gets no gradient."""
-    if isinstance(input, Tensor) and isinstance(weight, Tensor) and input.dtype in (float32, float64, bfloat16) \
-            and weight.dtype in (int32, int64):
-        raise TypeError(f"loom.embedding(input, weight): input holds the ids and weight the table; got {input.dtype} "
-                        f"ids and an {weight.dtype} table (the arguments swapped?)")
-    rows = weight.shape[0]
-    if padding_idx is None:
-        padding_idx = -1  # loom's C++ op: -1 is none
-    elif not -rows <= padding_idx < rows:
-        raise ValueError(f"loom.embedding: padding_idx {padding_idx} is outside [-{rows}, {rows})")
-    else:
-        padding_idx %= rows
-    if isinstance(input, Tensor) and input.dtype == int32:
-        input = input.long()
-    return _loom.embedding(input, weight, padding_idx)
-
-
-def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
-                  label_smoothing=0.0):
-    """As torch.nn.functional.cross_entropy: classes on dim 1 of input ((C), (N, C) or (N, C, d1, ...));
-    target class indices ((), (N) or (N, d1, ...)) or class probabilities (input's shape)."""
-    if weight is not None or size_average is not None or reduce is not None:
-        raise NotImplementedError("loom.cross_entropy: class weights and the deprecated size_average/reduce "
-                                  "are not supported")
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"loom.cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    if input.ndim == 1:  # one sample
-        loss = cross_entropy(input.unsqueeze(0), target.unsqueeze(0), ignore_index=ignore_index,
-                             reduction=reduction, label_smoothing=label_smoothing)
-        return loss.squeeze(0) if reduction == "none" else loss
-    if target.dtype in (float32, float64, bfloat16):  # class probabilities, as torch
-        if tuple(target.shape) != tuple(input.shape):
-            raise ValueError(f"loom.cross_entropy: probability targets must have the input's shape "
-                             f"{list(input.shape)}, got {list(target.shape)}")
-        classes = input.shape[1]
-        if label_smoothing:
-            target = target * (1 - label_smoothing) + label_smoothing / classes
-        loss = -(target * log_softmax(input, 1)).sum(1)
-        return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
-    if input.ndim > 2:  # loom's op takes classes last
-        input = input.permute([0] + list(range(2, input.ndim)) + [1])
-    return _loom.cross_entropy(input, target, ignore_index=ignore_index, reduction=reduction,
-                               label_smoothing=label_smoothing)
-
-
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False):
-    """As torch.nn.functional.scaled_dot_product_attention: a bool attn_mask is True where a query
-    may attend (loom's C++ op takes True as masked, so it is inverted here); a float mask is added to
-    the scores; is_causal masks the future."""
-    mask = attn_mask
-    if mask is not None and mask.dtype == bool:
-        mask = mask == False  # noqa: E712 (elementwise not)
-    if is_causal:
-        if attn_mask is not None:
-            raise ValueError("loom.scaled_dot_product_attention: give attn_mask or is_causal, not both")
-        queries, keys = query.shape[-2], key.shape[-2]
-        mask = _loom.arange(keys).unsqueeze(0) > _loom.arange(queries).unsqueeze(1)
-    return _loom.scaled_dot_product_attention(query, key, value, mask, dropout_p)
 
 # Every registered op reaches the top level by its registered call, unless bound
 # above with its attributes (sum's dim, softmax's dim...). These registered calls fix
 # attributes to their test sample's (a shape, p, a learning rate): they stay in loom.ops,
 # where loom.explain shows them, so that no top-level call silently uses those values.
-_SAMPLE_ATTRIBUTES = {"adam_step_", "sgd_step_", "dropout_backward", "embedding_backward", "expand", "view", "slice",
+_SAMPLE_ATTRIBUTES = {"adam_step_", "sgd_step_", "dropout_backward", "embedding_backward", "slice",
                       "slice_backward", "sum_to", "to_dtype", "relu_dropout", "relu_dropout_backward",
                       "label_smoothed_cross_entropy", "label_smoothed_cross_entropy_backward"}
 for _name in ops.__all__:
@@ -493,19 +393,6 @@ def _flatten(self, start_dim=0, end_dim=-1):
 Tensor.flatten = _flatten
 
 
-_squeeze_dim = Tensor.squeeze
-
-
-def squeeze(input, dim=None):
-    """input without its size-1 dims (all of them, or `dim` when it is 1), as torch.squeeze."""
-    if dim is None:
-        return input.reshape([s for s in input.shape if s != 1])
-    return _squeeze_dim(input, dim)
-
-
-def unsqueeze(input, dim):
-    """input with a size-1 dim inserted at `dim`, as torch.unsqueeze."""
-    return input.unsqueeze(dim)
 
 
 def _repeat(self, *sizes):
@@ -520,5 +407,5 @@ def _repeat(self, *sizes):
     return self.reshape(interleaved).expand(tiled).reshape([r * s for r, s in zip(sizes, shape)])
 
 
-Tensor.squeeze, Tensor.repeat, Tensor.split = squeeze, _repeat, split
+Tensor.repeat, Tensor.split = _repeat, split
 Tensor.where = lambda self, condition, other: where(condition, self, other)  # x.where(c, y): torch.where(c, x, y)

@@ -1,8 +1,8 @@
 // The ops as Python functions. Every registered op is in `loom.ops` by its
 // registered call (tensors in, a tensor out), read from the registry when the
 // module loads: an op added in C++ reaches Python with no binding written for
-// it. The ops that take attributes (dims, eps, p...) are bound below by hand,
-// with PyTorch's argument names; loom/__init__.py puts both at the top level.
+// it. An op with a schema is also `loom.<op>` with torch's arguments
+// (signatures.cpp); the factories and split are bound below by hand.
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
@@ -20,14 +20,6 @@
 namespace loom::python {
 
 namespace {
-
-// An optional tensor argument (a mask, a weight): a loom.Tensor or None.
-Tensor optional_tensor(const py::object& t, const char* name) {
-  if (t.is_none()) return Tensor();
-  if (!py::isinstance<Tensor>(t))
-    throw py::type_error(std::string("argument '") + name + "' must be a loom.Tensor or None, got " + type_name(t));
-  return t.cast<Tensor>();
-}
 
 TensorOptions options_of(const py::object& dtype, const std::string& device) {
   return {dtype_or(dtype, DType::f32), parse_device(device)};
@@ -145,79 +137,11 @@ void bind_ops(py::module_& m) {
   bind_random<rand>(m, "rand");
   m.def("manual_seed", &manual_seed, py::arg("seed"));
 
-  // Reductions (sum, mean, amax, amin, logsumexp, var, argmax, argmin) come from their schemas (signatures.cpp)
-
-  // Products, shapes, joins (matmul, cat, stack, transpose, triu, tril: from their schemas)
+  // Every op with a schema is bound from it (signatures.cpp); split takes an int or a
+  // list of sizes, which loom/__init__.py tells apart over this one.
   m.def(
       "split", [](const Tensor& x, int64_t size, int64_t dim) { return split(x, size, dim); }, py::arg("tensor"),
       py::arg("split_size"), py::arg("dim") = 0, Release());
-  m.def(
-      "chunk", [](const Tensor& x, int64_t chunks, int64_t dim) { return chunk(x, chunks, dim); }, py::arg("input"),
-      py::arg("chunks"), py::arg("dim") = 0, Release());
-  m.def(
-      "reshape", [](const Tensor& x, const Shape& shape) { return reshape(x, shape); }, py::arg("input"),
-      py::arg("shape"), Release());
-  m.def(
-      "permute", [](const Tensor& x, const Shape& dims) { return permute(x, dims); }, py::arg("input"), py::arg("dims"),
-      Release());
-  m.def(
-      "pad", [](const Tensor& x, const Shape& pads, double value) { return pad(x, pads, value); }, py::arg("input"),
-      py::arg("pad"), py::arg("value") = 0.0, Release());
-
-  // Elementwise with attributes
-  m.def(
-      "where",
-      [](const Tensor& c, const py::object& a, const py::object& b) {
-        // Python numbers take PyTorch's dtypes beside the other operand (or the condition).
-        const Tensor like = py::isinstance<Tensor>(a)   ? a.cast<Tensor>()
-                            : py::isinstance<Tensor>(b) ? b.cast<Tensor>()
-                                                        : c;
-        const Tensor x = operand(like, a), y = operand(like, b);
-        return released([&] { return where(c, x, y); });
-      },
-      py::arg("condition"), py::arg("input"), py::arg("other"));
-
-  // Indexing (gather, index_select, scatter_add, narrow, select: from their schemas)
-  m.def(
-      "embedding",
-      [](const Tensor& ids, const Tensor& weight, int64_t padding_idx) { return embedding(weight, ids, padding_idx); },
-      py::arg("input"), py::arg("weight"), py::arg("padding_idx") = -1, Release());
-
-  // The fused ops
-  m.def(
-      "layer_norm",
-      [](const Tensor& x, const py::object& weight, const py::object& bias, double eps) {
-        const Tensor w = optional_tensor(weight, "weight"), b = optional_tensor(bias, "bias");
-        return released([&] { return layer_norm(x, w, b, eps); });
-      },
-      py::arg("input"), py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
-  m.def(
-      "dropout", [](const Tensor& x, double p, bool training) { return dropout(x, p, training); }, py::arg("input"),
-      py::arg("p") = 0.5, py::arg("training") = true, Release());
-  m.def(
-      "cross_entropy",
-      [](const Tensor& logits, const Tensor& target, int64_t ignore_index, const std::string& reduction,
-         double label_smoothing) {
-        CrossEntropyOptions options{.label_smoothing = label_smoothing, .ignore_index = ignore_index};
-        if (reduction == "sum")
-          options.reduction = Reduction::sum;
-        else if (reduction == "none")
-          options.reduction = Reduction::none;
-        else if (reduction != "mean")
-          throw py::value_error("cross_entropy: reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
-        return cross_entropy(logits, target, options);
-      },
-      py::arg("input"), py::arg("target"), py::kw_only(), py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
-      py::arg("label_smoothing") = 0.0, Release());
-  m.def(
-      "scaled_dot_product_attention",
-      [](const Tensor& q, const Tensor& k, const Tensor& v, const py::object& mask, double dropout_p) {
-        const Tensor m = optional_tensor(mask, "mask");
-        return released([&] { return scaled_dot_product_attention(q, k, v, m, dropout_p, dropout_p > 0); });
-      },
-      py::arg("query"), py::arg("key"), py::arg("value"), py::arg("mask") = py::none(), py::arg("dropout_p") = 0.0,
-      "loom's convention: a bool mask is True where a query may NOT attend (loom.scaled_dot_product_attention "
-      "takes PyTorch's)");
 }
 
 }  // namespace loom::python

@@ -15,10 +15,30 @@
 #include "loom/autograd.h"
 #include "loom/explain.h"
 #include "loom/gradcheck.h"
+#include "loom/registry.h"
 
 namespace loom::python {
 
 namespace {
+
+py::object python_value(const ArgumentValue& value) {
+  return std::visit(
+      [](const auto& v) -> py::object {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>)
+          return py::none();
+        else
+          return py::cast(v);
+      },
+      value);
+}
+
+// A sample's attributes by name where it calls its op's invoke, else None.
+py::object through_schema(const OpInfo& op, const Sample& sample) {
+  if (!op.signature || sample.call) return py::none();
+  py::dict attributes;
+  for (const auto& [name, value] : sample.attributes) attributes[name.c_str()] = python_value(value);
+  return attributes;
+}
 
 // A Python function of tensors as the checker's MultiFn: one Tensor or a sequence of them out.
 MultiFn multi_fn(py::function fn) {
@@ -121,10 +141,26 @@ void bind_study(py::module_& m) {
         const OpInfo& op = op_or_error(name);
         py::list samples;
         for (size_t i = 0; i < op.samples.size(); ++i)
-          samples.append(py::make_tuple(op.samples[i].label, make_inputs(op, op.samples[i], i)));
+          samples.append(py::make_tuple(op.samples[i].label, make_inputs(op, op.samples[i], i),
+                                        through_schema(op, op.samples[i])));
         return samples;
       },
-      py::arg("op"), "each sample's label and inputs, drawn as the test matrix draws them (the conformance suite's)");
+      py::arg("op"),
+      "each sample's label, inputs (drawn as the test matrix draws them) and, where it calls the op "
+      "through its schema, its attributes by name (else None): the conformance suite's cases");
+  m.def(
+      "_signature",
+      [](const std::string& name) -> py::object {
+        const OpInfo& op = op_or_error(name);
+        if (!op.signature) return py::none();
+        py::list parameters;
+        for (const Parameter& p : op.signature->parameters)
+          parameters.append(py::dict(py::arg("name") = p.name, py::arg("type") = std::string(type_name(p.type)),
+                                     py::arg("optional") = p.optional, py::arg("keyword_only") = p.keyword_only,
+                                     py::arg("has_default") = p.default_value.has_value()));
+        return parameters;
+      },
+      py::arg("op"), "the op's schema as a list of parameters (name, type, ...), or None without one");
   m.def("op_names", [] {
     std::vector<std::string> names;
     for (const auto& op : registered_ops()) names.push_back(op.name);

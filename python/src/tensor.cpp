@@ -13,12 +13,6 @@ namespace loom::python {
 
 namespace {
 
-// A shape as *args or as one sequence: x.view(2, 3) and x.view((2, 3)).
-Shape shape_of(const py::args& args) {
-  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<Shape>();
-  return args.cast<Shape>();
-}
-
 py::object scalar_of(const Tensor& t) {
   LOOM_CHECK(t.numel() == 1, "item: a tensor of {} elements has no single value", t.numel());
   if (t.dtype() == DType::b8) return py::bool_(t.to(DType::i64).item<int64_t>() != 0);
@@ -258,7 +252,6 @@ void bind_tensor(py::module_& m) {
       .def("__repr__", &Tensor::str)
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("contiguous", &Tensor::contiguous, Release())
-      .def("clone", &Tensor::clone, Release())
       .def("to",
            [](const Tensor& t, const py::object& target) {
              if (py::isinstance<py::str>(target)) {
@@ -276,26 +269,10 @@ void bind_tensor(py::module_& m) {
       .def(
           "long", [](const Tensor& t) { return t.to(DType::i64); }, Release())
       // Views and shape
-      .def("view", [](const Tensor& t, const py::args& shape) { return t.view(shape_of(shape)); })
-      .def("reshape", [](const Tensor& t, const py::args& shape) { return t.reshape(shape_of(shape)); })
-      .def("permute", [](const Tensor& t, const py::args& dims) { return t.permute(shape_of(dims)); })
-      .def("expand", [](const Tensor& t, const py::args& shape) { return t.expand(shape_of(shape)); })
       .def("t", &Tensor::t)
       .def_property_readonly("T", &Tensor::t)
-      .def("squeeze", &Tensor::squeeze, py::arg("dim"))
-      .def("unsqueeze", &Tensor::unsqueeze, py::arg("dim"))
       .def("__getitem__", &index)
-      // Reductions
-      // Elementwise
-      .def("exp", &Tensor::exp, Release())
-      .def("log", &Tensor::log, Release())
-      .def("tanh", &Tensor::tanh, Release())
-      .def("relu", &Tensor::relu, Release())
-      .def("abs", &Tensor::abs, Release())
-      .def(
-          "sqrt", [](const Tensor& t) { return sqrt(t); }, Release())
-      .def(
-          "sigmoid", [](const Tensor& t) { return sigmoid(t); }, Release())
+      // Elementwise ops and views (exp, relu, reshape, squeeze...) come from their schemas (signatures.cpp)
       .def("pow", &power)
       .def("__pow__", &power)
       .def("__rpow__",

@@ -145,10 +145,10 @@ def test_embedding_padding_idx_and_int32_ids_as_in_pytorch():
         ours.sum().backward()
         theirs.sum().backward()
         close(lw.grad, tw.grad)
-    with pytest.raises(ValueError, match="padding_idx 4 is outside"):
+    with pytest.raises(loom.Error, match="padding_idx 4 is outside"):
         loom.embedding(loom.tensor(ids), loom.tensor(weight), padding_idx=4)
-    with pytest.raises(TypeError, match="input holds the ids and weight the table; got .*float64 ids and an .*int64 "
-                                        "table \\(the arguments swapped\\?\\)"):
+    with pytest.raises(loom.Error, match="input holds the ids and weight the table; got float64 ids and an int64 "
+                                         "table \\(the arguments swapped\\?\\)"):
         loom.embedding(loom.tensor(weight), loom.tensor(ids))
     layer = loom.nn.Embedding(4, 3, padding_idx=-1)
     layer(loom.tensor(ids)).sum().backward()
@@ -278,3 +278,30 @@ def test_functions_pytorch_code_expects():
     loom.sign(sign_input).sum().backward()
     assert sign_input.grad.tolist() == np.zeros((3, 4)).tolist()
 
+
+
+def test_schema_bindings_take_torch_calls():
+    x = loom.tensor(np.arange(6.0).reshape(2, 3))
+    assert x.reshape(3, 2).shape == (3, 2) and x.permute(1, 0).shape == (3, 2)  # sizes one by one, as torch
+    with pytest.raises(TypeError, match="loom.reshape: takes 2 positional arguments but 3 were given"):
+        loom.reshape(x, 3, 2)  # torch.reshape(x, 3, 2) is a TypeError too
+    assert loom.add(x, 2).tolist() == (x + 2).tolist() and loom.add(x, x, alpha=2).tolist() == (x * 3).tolist()
+    assert loom.where(x > 2, 1.0, x).tolist() == [[0.0, 1.0, 2.0], [1.0, 1.0, 1.0]]
+    pieces = x.chunk(2, 1)
+    assert isinstance(pieces, tuple) and [p.shape for p in pieces] == [(2, 2), (2, 1)]
+    with pytest.raises(TypeError, match="loom.softmax: missing required argument 'dim' \\(position 2\\)"):
+        loom.softmax(x)  # torch.softmax requires it too
+    with pytest.raises(TypeError, match="loom.softmax: takes 2 positional arguments but 3 were given"):
+        loom.softmax(x, -1, x > 2)  # loom's mask is keyword-only: torch's third is a dtype
+    with pytest.raises(loom.Error, match="div: rounding_mode='floor' is not supported"):
+        loom.div(x, x, rounding_mode="floor")
+    with pytest.raises(loom.Error, match="add: alpha 0.5 must be an integer for the int64 operand"):
+        loom.add(loom.tensor([1]), loom.tensor([2]), alpha=0.5)
+
+
+def test_cross_entropy_with_every_target_ignored_is_zero_not_nan():
+    """A deliberate difference (docs/python.md): torch's mean over no targets is 0 / 0."""
+    logits = np.random.default_rng(2).standard_normal((3, 4))
+    ours = loom.cross_entropy(loom.tensor(logits, requires_grad=True), loom.tensor([1, 1, 1]), ignore_index=1)
+    theirs = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor([1, 1, 1]), ignore_index=1)
+    assert ours.item() == 0.0 and np.isnan(theirs.item())

@@ -35,11 +35,17 @@ struct Parameter {
 // Whether `value` may be given for `p` (None only where it is optional).
 bool fits(const Parameter& p, const ArgumentValue& value);
 
+// What an op's invoke returns: one tensor ("-> Tensor"), or several ("-> Tensor[]": chunk).
+using OpResult = std::variant<Tensor, std::vector<Tensor>>;
+
 struct OpSchema {
   static constexpr size_t kMaxParameters = 32;
   std::string text;  // as written
   std::string name;
   std::vector<Parameter> parameters;
+  bool returns_list = false;  // "-> Tensor[]"
+  // Every parameter a Tensor: the op's default call is its invoke.
+  bool tensors_only() const;
   // Throws loom::Error naming the schema and what in it cannot be read.
   static OpSchema parse(std::string_view text);
   // The parameter called `name`, or null.
@@ -53,11 +59,13 @@ class Arguments {
   // values[i] is parameters[i]'s; checked against the types.
   Arguments(const OpSchema& schema, std::vector<ArgumentValue> values);
   const Tensor& tensor(std::string_view name) const;
+  Tensor optional_tensor(std::string_view name) const;  // None: an undefined Tensor
   const std::vector<Tensor>& tensors(std::string_view name) const;
   int64_t integer(std::string_view name) const;
   std::optional<int64_t> optional_integer(std::string_view name) const;
   Shape integers(std::string_view name) const;  // None: {}
   double number(std::string_view name) const;
+  std::optional<double> optional_number(std::string_view name) const;
   bool boolean(std::string_view name) const;
   const std::string& text(std::string_view name) const;
   bool is_none(std::string_view name) const;

@@ -68,8 +68,9 @@ struct OpInfo {
   // torch's signature of the function of the same name (loom/op_schema.h), and the call
   // it describes: Python's loom.<name> and Tensor.<name> are made from them, and
   // test_registry calls invoke on every sample. Without one, the op is in loom.ops only.
+  // A schema of tensors only ("exp(Tensor input) -> Tensor") needs no invoke: it is `call`.
   std::string schema;
-  std::function<Tensor(const Arguments&)> invoke;
+  std::function<OpResult(const Arguments&)> invoke;
   std::optional<OpSchema> signature;  // schema as register_op read it
 };
 
@@ -83,7 +84,8 @@ inline Sample binary_sample(Shape a, Shape b, Domain domain = Domain::any, std::
 
 void register_op(OpInfo info);
 // The call a sample makes: its own; else, for an op with a schema, its invoke with the
-// sample's attributes and the defaults; else the op's default call.
+// sample's attributes and the defaults (several results: every element of each, flattened
+// and joined, so gradcheck sees them all); else the op's default call.
 OpCall sample_call(const OpInfo& op, const Sample& sample);
 const std::vector<OpInfo>& registered_ops();
 const OpInfo* find_op(const std::string& name);
