@@ -15,7 +15,7 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim, Where where) {
 
 ValuesAndIndices min(const Tensor& x, int64_t dim, bool keepdim, Where where) {
   CallSite site(where);
-  return detail::extreme_along("min", x, dim, keepdim);
+  return detail::extreme_along("min", "argmin", x, dim, keepdim);
 }
 
 LOOM_OP(argmin){
@@ -24,12 +24,7 @@ LOOM_OP(argmin){
     .derivative = "none: piecewise constant",
     .shape_rule = "x.shape without dim (size 1 if keepdim), int64",
     .call = [](const OpArgs& x) { return argmin(x[0], 1); },
-    .samples = {{.inputs = {{{4, 7}}}, .label = "dim=1", .attributes = {{"dim", int64_t{1}}}},
-                {.inputs = {{{2, 3, 5}}},
-                 .label = "dim=0 keepdim",
-                 .attributes = {{"dim", int64_t{0}}, {"keepdim", true}}},
-                {.inputs = {{{3, 40}}}, .label = "dim=-1", .attributes = {{"dim", int64_t{-1}}}},
-                {.inputs = {{{3, 4}}}, .label = "flattened", .attributes = {{"dim", std::monostate{}}}}},
+    .samples = detail::extreme_index_samples(),
     .differentiable = false,
     .schema = "argmin(Tensor input, int? dim=None, bool keepdim=False) -> Tensor",
     .invoke =

@@ -41,14 +41,21 @@ Tensor flat_or_along(std::string_view op, const Tensor& x, std::optional<int64_t
   return keepdim ? reshape(flat, Shape(static_cast<size_t>(x.dim()), 1)) : flat;
 }
 
-ValuesAndIndices extreme_along(std::string_view op, const Tensor& x, int64_t dim, bool keepdim) {
-  const std::string_view index_op = op == "max" ? "argmax" : "argmin";
+ValuesAndIndices extreme_along(std::string_view op, std::string_view index_op, const Tensor& x, int64_t dim,
+                               bool keepdim) {
   std::optional<int64_t> d = wrap_dim_or_scalar(dim, x.dim(), op);
   if (!d) return {x, extreme_index(index_op, x, dim, keepdim)};  // a 0-d tensor is its own extreme, at index 0
   Tensor indices = extreme_index(index_op, x, *d, true);
   Tensor values = gather(x, *d, indices);
   if (!keepdim) return {squeeze(values, *d), squeeze(indices, *d)};
   return {values, indices};
+}
+
+std::vector<Sample> extreme_index_samples() {
+  return {{.inputs = {{{4, 7}}}, .label = "dim=1", .attributes = {{"dim", int64_t{1}}}},
+          {.inputs = {{{2, 3, 5}}}, .label = "dim=0 keepdim", .attributes = {{"dim", int64_t{0}}, {"keepdim", true}}},
+          {.inputs = {{{3, 40}}}, .label = "dim=-1", .attributes = {{"dim", int64_t{-1}}}},
+          {.inputs = {{{3, 4}}}, .label = "flattened", .attributes = {{"dim", std::monostate{}}}}};
 }
 
 }  // namespace loom::detail

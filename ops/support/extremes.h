@@ -13,8 +13,11 @@ Tensor extreme_over(std::string_view op, const Tensor& x, const Shape& dims, boo
 Tensor extreme_index(std::string_view op, const Tensor& x, int64_t dim, bool keepdim);
 // argmax or argmin as torch's: along dim, or without one the index into the flattened tensor.
 Tensor flat_or_along(std::string_view op, const Tensor& x, std::optional<int64_t> dim, bool keepdim);
-// max or min along dim: the values where extreme_index points (gather, so the values'
-// gradient goes to those positions only) and the indices.
-ValuesAndIndices extreme_along(std::string_view op, const Tensor& x, int64_t dim, bool keepdim);
+// max or min along dim: the values where index_op's extreme_index points (gather, so
+// the values' gradient goes to those positions only) and the indices.
+ValuesAndIndices extreme_along(std::string_view op, std::string_view index_op, const Tensor& x, int64_t dim,
+                               bool keepdim);
+// The samples argmax and argmin share (attributes by their schemas' names).
+std::vector<Sample> extreme_index_samples();
 
 }  // namespace loom::detail
