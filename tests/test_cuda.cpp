@@ -146,6 +146,7 @@ TEST_CASE("a CUDA build registers the cuda backend and kernels for the training 
                          "embedding",
                          "embedding_backward",
                          "adam_step_",
+                         "adam_steps_",
                          "any_non_finite"}) {
     for (DType t : {f32, f64}) {
       INFO(op, " ", dtype_name(t));

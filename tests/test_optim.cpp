@@ -8,9 +8,12 @@
 //   print(w.tolist())
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "loom/nn.h"
@@ -165,4 +168,47 @@ TEST_CASE("a two-layer network learns XOR with Adam (loss below 0.01 in 300 step
   }
   MESSAGE("XOR loss after 300 Adam steps: " << loss_value);
   CHECK(loss_value < 0.01);
+}
+
+TEST_CASE("adam_steps_: every parameter in one kernel, adam_step_'s bits, at any thread count") {
+  // 70 parameters of assorted sizes (a model's matrices and biases), each at its own update count.
+  Generator gen(5);
+  std::vector<Tensor> w, g, m, v;
+  std::vector<AdamStep> steps;
+  for (int k = 0; k < 70; ++k) {
+    const Shape shape = k % 3 == 0 ? Shape{97, 131} : k % 3 == 1 ? Shape{131} : Shape{1};
+    w.push_back(randn(shape, {DType::f32}, gen)), g.push_back(randn(shape, {DType::f32}, gen));
+    m.push_back(randn(shape, {DType::f32}, gen)), v.push_back(abs(randn(shape, {DType::f32}, gen)));
+    const double t = 1 + k % 4;
+    steps.push_back({.step_size = 0.01 / (1 - std::pow(0.9, t)),
+                     .root_correction2 = std::sqrt(1 - std::pow(0.999, t)),
+                     .shrink = k % 2 ? 0.999 : 1.0,
+                     .l2 = k % 2 ? 0.0 : 0.01});
+  }
+  auto copies = [](const std::vector<Tensor>& ts) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : ts) out.push_back(t.clone());
+    return out;
+  };
+  std::vector<Tensor> w1 = copies(w), m1 = copies(m), v1 = copies(v);
+  for (size_t k = 0; k < w.size(); ++k) adam_step_(w1[k], g[k], m1[k], v1[k], steps[k]);
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);  // the ranges cross parameters at other places
+    std::vector<Tensor> w2 = copies(w), m2 = copies(m), v2 = copies(v);
+    adam_steps_(w2, g, m2, v2, steps);
+    for (size_t k = 0; k < w.size(); ++k) {
+      CAPTURE(k);
+      CHECK(w2[k].to_vector<float>() == w1[k].to_vector<float>());
+      CHECK(m2[k].to_vector<float>() == m1[k].to_vector<float>());
+      CHECK(v2[k].to_vector<float>() == v1[k].to_vector<float>());
+    }
+  }
+  omp_set_num_threads(saved);
+  CHECK_THROWS_WITH(adam_steps_({w[0], w[1]}, {g[0]}, {m[0], m[1]}, {v[0], v[1]}, {steps[0], steps[1]}),
+                    "adam_steps_: 2 parameters, 1 gradients, 2 and 2 moments, 2 steps: one of each per parameter");
+  std::vector<AdamStep> other_betas = {steps[0], steps[1]};
+  other_betas[1].beta2 = 0.98;
+  CHECK_THROWS_WITH(adam_steps_({w[0], w[1]}, {g[0], g[1]}, {m[0], m[1]}, {v[0], v[1]}, other_betas),
+                    "adam_steps_: parameter 1 has other betas or eps than parameter 0");
 }

@@ -1,4 +1,4 @@
-// The optimizers' in-place updates on the GPU (adam_step_, sgd_step_): the CPU's arithmetic.
+// The optimizers' in-place updates on the GPU (adam_step_, adam_steps_, sgd_step_): the CPU's arithmetic.
 #include <cstdint>
 
 #include "kernel_errors.h"
@@ -20,6 +20,24 @@ __global__ void adam_kernel(T* w, const T* g, T* m, T* v, int64_t n, AdamArgs a)
     v[i] = beta2 * v[i] + (T(1) - beta2) * gi * gi;
     w[i] = shrink * w[i] - step * m[i] / (sqrt(v[i]) / root_c2 + eps);
   }
+}
+
+// One block per kThreads elements of one parameter; the block finds its parameter in the table.
+template <typename T>
+__global__ void adam_steps_kernel(AdamTensors t) {
+  int k = 0;
+  while (k + 1 < t.count && blockIdx.x >= t.first_block[k + 1]) ++k;
+  const AdamTensor& p = t.tensor[k];
+  const int64_t i = (blockIdx.x - t.first_block[k]) * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= p.n) return;
+  const T beta1 = static_cast<T>(t.beta1), beta2 = static_cast<T>(t.beta2), eps = static_cast<T>(t.eps);
+  const T step = static_cast<T>(p.step_size), root_c2 = static_cast<T>(p.root_correction2);
+  const T shrink = static_cast<T>(p.shrink), wd = static_cast<T>(p.l2);
+  T *w = static_cast<T*>(p.w), *m = static_cast<T*>(p.m), *v = static_cast<T*>(p.v);
+  const T gi = static_cast<const T*>(p.grad)[i] + wd * w[i];
+  m[i] = beta1 * m[i] + (T(1) - beta1) * gi;
+  v[i] = beta2 * v[i] + (T(1) - beta2) * gi * gi;
+  w[i] = shrink * w[i] - step * m[i] / (sqrt(v[i]) / root_c2 + eps);
 }
 
 template <typename T>
@@ -47,6 +65,14 @@ void launch_adam_step(void* w, const void* grad, void* m, void* v, int64_t n, co
 }
 
 template <typename T>
+void launch_adam_steps(const AdamTensors& tensors, cudaStream_t stream) {
+  const int64_t blocks = tensors.first_block[tensors.count];
+  if (blocks == 0) return;
+  adam_steps_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(tensors);
+  check_kernel_launch("adam_steps_kernel");
+}
+
+template <typename T>
 void launch_sgd_step(void* w, const void* grad, void* buffer, int64_t n, const SgdArgs& a, cudaStream_t stream) {
   if (n == 0) return;
   sgd_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(w), static_cast<const T*>(grad),
@@ -56,6 +82,8 @@ void launch_sgd_step(void* w, const void* grad, void* buffer, int64_t n, const S
 
 template void launch_adam_step<float>(void*, const void*, void*, void*, int64_t, const AdamArgs&, cudaStream_t);
 template void launch_adam_step<double>(void*, const void*, void*, void*, int64_t, const AdamArgs&, cudaStream_t);
+template void launch_adam_steps<float>(const AdamTensors&, cudaStream_t);
+template void launch_adam_steps<double>(const AdamTensors&, cudaStream_t);
 template void launch_sgd_step<float>(void*, const void*, void*, int64_t, const SgdArgs&, cudaStream_t);
 template void launch_sgd_step<double>(void*, const void*, void*, int64_t, const SgdArgs&, cudaStream_t);
 

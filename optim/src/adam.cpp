@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "loom/autograd.h"
@@ -21,6 +22,10 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options)
 
 void Adam::step() {
   const auto [b1, b2] = options_.betas;
+  // Every parameter with a gradient in one adam_steps_ (one kernel; a few launches on a
+  // GPU), or one by one where they differ in device or dtype: the same bits either way.
+  std::vector<Tensor> w, g, m, v;
+  std::vector<AdamStep> steps;
   for (size_t k = 0; k < params_.size(); ++k) {
     Tensor grad;
     if (!gradient_of(k, "Adam", grad)) continue;
@@ -30,20 +35,24 @@ void Adam::step() {
       v_[k] = zeros_like(p.detach());
     }
     const int64_t t = ++updates_[k];
-    const double step_size = lr_ / (1.0 - std::pow(b1, static_cast<double>(t)));
-    const double root_correction2 = std::sqrt(1.0 - std::pow(b2, static_cast<double>(t)));
     const double decay = options_.decoupled_weight_decay ? 1.0 - lr_ * options_.weight_decay : 1.0;
-    const double l2 = options_.decoupled_weight_decay ? 0.0 : options_.weight_decay;
-    NoGradGuard no_grad;
-    adam_step_(p, grad, m_[k], v_[k],
-               {.beta1 = b1,
-                .beta2 = b2,
-                .eps = options_.eps,
-                .step_size = step_size,
-                .root_correction2 = root_correction2,
-                .shrink = decay,
-                .l2 = l2});
+    steps.push_back({.beta1 = b1,
+                     .beta2 = b2,
+                     .eps = options_.eps,
+                     .step_size = lr_ / (1.0 - std::pow(b1, static_cast<double>(t))),
+                     .root_correction2 = std::sqrt(1.0 - std::pow(b2, static_cast<double>(t))),
+                     .shrink = decay,
+                     .l2 = options_.decoupled_weight_decay ? 0.0 : options_.weight_decay});
+    w.push_back(p), g.push_back(grad), m.push_back(m_[k]), v.push_back(v_[k]);
   }
+  NoGradGuard no_grad;
+  const bool alike = std::all_of(w.begin(), w.end(), [&](const Tensor& p) {
+    return p.device() == w.front().device() && p.dtype() == w.front().dtype();
+  });
+  if (alike)
+    adam_steps_(w, g, m, v, steps);
+  else
+    for (size_t k = 0; k < w.size(); ++k) adam_step_(w[k], g[k], m[k], v[k], steps[k]);
   ++steps_;
 }
 

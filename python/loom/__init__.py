@@ -161,7 +161,7 @@ def split(tensor, split_size_or_sections, dim=0):
 # above with its attributes (sum's dim, softmax's dim...). These registered calls fix
 # attributes to their test sample's (a shape, p, a learning rate): they stay in loom.ops,
 # where loom.explain shows them, so that no top-level call silently uses those values.
-_SAMPLE_ATTRIBUTES = {"adam_step_", "sgd_step_", "dropout_backward", "embedding_backward", "slice",
+_SAMPLE_ATTRIBUTES = {"adam_step_", "adam_steps_", "sgd_step_", "dropout_backward", "embedding_backward", "slice",
                       "slice_backward", "sum_to", "to_dtype", "relu_dropout", "relu_dropout_backward",
                       "label_smoothed_cross_entropy", "label_smoothed_cross_entropy_backward"}
 for _name in ops.__all__:

@@ -69,6 +69,7 @@ NOT_IN_TORCH = {
     "step": "an internal 0/1 step (relu's derivative)",
     "adam_step_": "the fused optimizer update; test_optim checks it against torch.optim.Adam",
     "sgd_step_": "the fused optimizer update; test_optim checks it",
+    "adam_steps_": "adam_step_ over every parameter in one kernel; test_optim checks it gives adam_step_'s bits",
     "label_smoothed_cross_entropy": "the fused loss behind cross_entropy(reduction='mean')",
     **{name: "a backward op, checked as its forward's gradient" for name in (
         "dropout_backward", "embedding_backward", "gelu_backward", "gelu_tanh_backward",

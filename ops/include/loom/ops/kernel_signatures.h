@@ -34,6 +34,10 @@ using CopyKernel = void (*)(const Tensor& dst, const Tensor& src);
 // ---- parameter updates (ops/src/adam_step.cpp, sgd_step.cpp): all contiguous, one shape ----
 using AdamStepKernel = void (*)(const Tensor& w, const Tensor& grad, const Tensor& m, const Tensor& v,
                                 const AdamStep& step);
+// adam_step_ of each parameter k with steps[k] (ops/src/adam_steps.cpp): one dtype and device.
+using AdamStepsKernel = void (*)(const std::vector<Tensor>& w, const std::vector<Tensor>& grad,
+                                 const std::vector<Tensor>& m, const std::vector<Tensor>& v,
+                                 const std::vector<AdamStep>& steps);
 // momentum_buffer is undefined when step.momentum is 0.
 using SgdStepKernel = void (*)(const Tensor& w, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step);
 

@@ -1,6 +1,8 @@
 #pragma once
 // In-place parameter updates: the optimizers' inner loops as fused ops with a
 // kernel per device (optim/ calls them; no update touches memory on the host).
+#include <vector>
+
 #include "loom/tensor.h"
 
 namespace loom {
@@ -16,6 +18,11 @@ struct AdamStep {
 // g' = g + l2 w;  m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2;
 // w = shrink w - step_size m / (sqrt(v) / root_correction2 + eps). w, m, v in place.
 void adam_step_(const Tensor& w, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& step);
+// adam_step_ of every parameter k with steps[k], in one kernel (one launch per few dozen
+// parameters on a GPU, as PyTorch's fused Adam): the same arithmetic element by element,
+// so the same bits. All of one dtype and device; betas and eps the same for all.
+void adam_steps_(const std::vector<Tensor>& w, const std::vector<Tensor>& grad, const std::vector<Tensor>& m,
+                 const std::vector<Tensor>& v, const std::vector<AdamStep>& steps);
 
 struct SgdStep {
   double lr = 0, weight_decay = 0, momentum = 0, dampening = 0;
