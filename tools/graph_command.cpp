@@ -101,7 +101,7 @@ void add_graph_command(CLI::App& app) {
     std::string expr, example, out = "graph";
     std::vector<std::string> shapes;
     uint64_t seed = 1;
-    size_t collapse_above = 300;
+    size_t collapse_above = GraphDotOptions{}.collapse_above;
     bool no_backward = false;
   };
   auto f = std::make_shared<Flags>();

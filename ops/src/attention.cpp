@@ -1,17 +1,19 @@
-// scaled_dot_product_attention(q, k, v, mask, p, train, gen), a composite:
+// scaled_dot_product_attention(q, k, v, mask, p, train, gen):
 //   weights = softmax(q k^T / sqrt(Dk), mask)        (mask: true = may not attend)
 //   out     = dropout(weights, p, train) @ v
-// Its gradient comes from matmul's, softmax's (fused, with its fused backward)
-// and dropout's. A fused attention kernel would save only the [.., Tq, Tk]
-// scores round trip; matmul already runs on BLAS and softmax in one fused pass,
-// so the composite is as fast as a hand-fused CPU kernel at these sizes.
+// computed by flash_attention (ops/src/flash_attention.cpp: no [.., Tq, Tk] tensor kept),
+// or by the composite of matmul, softmax and dropout when the weights are asked for
+// (study tools), a float mask needs its gradient, or products are in bf16 precision. The registry checks the op against
+// the composite's math below.
+#include "attention.h"
+#include "loom/matmul_precision.h"
 #include "rows.h"
 
 namespace loom {
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                                    double dropout_p, bool train, Generator& gen, Tensor* weights, Where where) {
-  CallSite site(where);
+namespace detail {
+Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
+                           bool train, Generator& gen, Tensor* weights) {
   LOOM_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2,
              "scaled_dot_product_attention: q, k, v need at least 2 dims, got shapes {}, {}, {}", q.shape(), k.shape(),
              v.shape());
@@ -27,6 +29,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor attention = softmax(scores, -1, mask);
   if (weights) *weights = attention;
   return matmul(dropout(attention, dropout_p, train, gen), v);
+}
+}  // namespace detail
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                    double dropout_p, bool train, Generator& gen, Tensor* weights, Where where) {
+  CallSite site(where);
+  // The fused op keeps no [Tq, Tk] tensor; the composite gives the weights (for study),
+  // a float mask's gradient, and bf16 matmul precision's products (--precision bf16
+  // keeps its bits: the fused kernels compute in float32).
+  if (weights || (mask.defined() && mask.requires_grad()) || matmul_precision() == MatmulPrecision::bf16)
+    return detail::attention_composite(q, k, v, mask, dropout_p, train, gen, weights);
+  return flash_attention(q, k, v, mask, dropout_p, train, gen);
 }
 
 namespace {

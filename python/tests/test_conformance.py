@@ -63,6 +63,8 @@ NOT_IN_TORCH = {
     "bias_gelu": "fused gelu(x + b); checked against its composition by the test matrix",
     "relu_dropout": "fused dropout(relu(x)); random, and checked against its composition",
     "scaled_dot_product_attention": "torch 1.13 lacks it; test_torch_conventions checks its formula",
+    "flash_attention": "scaled_dot_product_attention's value computed FlashAttention-2's way (what it calls); the "
+                       "test matrix checks it against the composite",
     "pow": "the scalar exponent: pow_tensor and Tensor.__pow__ cover torch.pow",
     "slice": "torch has no function (x[a:b:s] is checked in test_tensor)",
     "sum_to": "an internal reduction (broadcast's gradient)",

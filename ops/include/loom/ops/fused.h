@@ -71,6 +71,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     double dropout_p = 0.0, bool train = false, Generator& gen = default_generator(),
                                     Tensor* weights = nullptr, Where where = Where::current());
 
+// The same value computed FlashAttention-2's way (ops/src/flash_attention.cpp): key
+// blocks with an online softmax, each row's log-sum-exp kept for the backward, which
+// recomputes the weights; nothing of size [.., Tq, Tk] is kept. mask: bool (true =
+// masked) or additive, a constant; dropout draws what the composite's dropout draws.
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = {},
+                       double dropout_p = 0.0, bool train = false, Generator& gen = default_generator(),
+                       Where where = Where::current());
+
 // ---- loss ----
 // Label-smoothed cross-entropy, mean over non-ignored targets (PyTorch's
 // cross_entropy(label_smoothing=eps)): with log p = log_softmax(logits),

@@ -41,6 +41,24 @@ using AdamStepsKernel = void (*)(const std::vector<Tensor>& w, const std::vector
 // momentum_buffer is undefined when step.momentum is 0.
 using SgdStepKernel = void (*)(const Tensor& w, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step);
 
+// ---- attention (ops/src/flash_attention.cpp) ----
+// q [B, Tq, D], k [B, Tk, D], v [B, Tk, Dv] dense; mask undefined, or a view of shape
+// [batch..., Tq, Tk] (the batch dims' product B; stride 0 where broadcast), bool (true =
+// masked) or additive of q's dtype. Dropout keeps weight (b, i, j) as dropout would keep
+// element (b Tq + i) Tk + j of the [B, Tq, Tk] weights at (seed, offset).
+struct AttentionArgs {
+  double scale = 1, dropout_p = 0;
+  uint64_t seed = 0, offset = 0;
+};
+// out [B, Tq, Dv] and lse [B, Tq] (each row's log-sum-exp of its scores, -inf where
+// every key is masked; that row's out is 0).
+using AttentionKernel = void (*)(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& mask, const AttentionArgs& args);
+// dq, dk, dv (q's, k's and v's shapes) from grad [B, Tq, Dv] and the forward's out and lse.
+using AttentionBackwardKernel = void (*)(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad,
+                                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                         const Tensor& out, const Tensor& lse, const AttentionArgs& args);
+
 // ---- rows: the fused last-dim ops; x, y and grad are dense ----
 // out = softmax or log_softmax of x's rows under mask (undefined, bool = masked,
 // or additive of x's dtype), the mask read as broadcast to x's shape.

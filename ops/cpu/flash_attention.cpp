@@ -1,0 +1,268 @@
+// CPU kernels of flash_attention and its backward (ops/src/flash_attention.cpp).
+// Fast: FlashAttention-2's algorithm with one query row per step, the rows split among
+// the threads: the keys in blocks of kKeyBlock scores, an online softmax (a running max
+// and sum; the output row rescaled when the max grows), nothing of size [Tq, Tk] stored.
+// The backward recomputes each weight from the saved log-sum-exp, dq query row by query
+// row, then dk and dv key row by key row: every output element is summed by one thread
+// in one order (no atomic adds), so the bits do not depend on the thread count.
+// Reference: each row's scores whole, then its softmax and sums, on one thread.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "loom/kernel_table.h"
+#include "loom/ops/kernel_signatures.h"
+#include "loom/philox.h"
+#include "type_lists.h"
+
+namespace loom {
+
+namespace {
+
+constexpr int64_t kKeyBlock = 64;
+// Below this many multiply-adds a call stays on one thread.
+constexpr int64_t kParallelWork = 1 << 16;
+
+// One call's operands as pointers and sizes, and what weight (b, i, j) reads: its score,
+// its mask term and its dropout factor.
+template <typename T>
+struct Attention {
+  const T *q, *k, *v;
+  int64_t batches, queries, keys, depth, value_depth;
+  T scale;
+  // The mask: element (b, i, j) at mask_base[b] + i * mask_row + j * mask_col.
+  const void* mask = nullptr;
+  bool additive = false;
+  std::vector<int64_t> mask_base;
+  int64_t mask_row = 0, mask_col = 0;
+  // Dropout: keep iff the element's Philox word >> 8 >= threshold, then scaled.
+  bool dropout = false;
+  uint32_t threshold = 0;
+  T keep_scale = 1;
+  uint64_t seed = 0, offset = 0;
+
+  Attention(const Tensor& qt, const Tensor& kt, const Tensor& vt, const Tensor& m, const kernels::AttentionArgs& a)
+      : q(qt.data<T>()),
+        k(kt.data<T>()),
+        v(vt.data<T>()),
+        batches(qt.shape()[0]),
+        queries(qt.shape()[1]),
+        keys(kt.shape()[1]),
+        depth(qt.shape()[2]),
+        value_depth(vt.shape()[2]),
+        scale(static_cast<T>(a.scale)),
+        dropout(a.dropout_p > 0),
+        threshold(static_cast<uint32_t>(std::ceil(a.dropout_p * 16777216.0))),
+        keep_scale(a.dropout_p < 1 ? static_cast<T>(1.0 / (1.0 - a.dropout_p)) : T(0)),
+        seed(a.seed),
+        offset(a.offset) {
+    if (!m.defined()) return;
+    mask = m.raw_data();
+    additive = m.dtype() != DType::b8;
+    const int64_t dims = m.dim();
+    mask_row = m.strides()[dims - 2], mask_col = m.strides()[dims - 1];
+    for (int64_t b = 0; b < batches; ++b) {  // b unravelled over the view's batch dims
+      int64_t rest = b, at = m.offset();
+      for (int64_t d = dims - 3; d >= 0; --d) {
+        at += rest % m.shape()[d] * m.strides()[d];
+        rest /= m.shape()[d];
+      }
+      mask_base.push_back(at);
+    }
+  }
+
+  // q_i . k_j * scale, plus the mask's term (-inf where masked).
+  T score(int64_t b, int64_t i, int64_t j) const {
+    const T* __restrict qi = q + (b * queries + i) * depth;
+    const T* __restrict kj = k + (b * keys + j) * depth;
+    T s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t d = 0; d < depth; ++d) s += qi[d] * kj[d];
+    s *= scale;
+    if (!mask) return s;
+    const int64_t at = mask_base[b] + i * mask_row + j * mask_col;
+    if (additive) return s + static_cast<const T*>(mask)[at];
+    return static_cast<const bool*>(mask)[at] ? -std::numeric_limits<T>::infinity() : s;
+  }
+
+  // 1 without dropout; else 1/(1-p) or 0, as dropout draws element (b Tq + i) Tk + j.
+  T keep(int64_t b, int64_t i, int64_t j) const {
+    if (!dropout) return 1;
+    const uint64_t element = static_cast<uint64_t>((b * queries + i) * keys + j);
+    const Philox4x32 bits = philox_block(seed, offset, element / 4);
+    return (bits.v[element % 4] >> 8) >= threshold ? keep_scale : T(0);
+  }
+
+  // The softmax weight of (b, i, j) from row i's log-sum-exp (0 where masked, or where
+  // every key of the row is).
+  T weight(int64_t b, int64_t i, int64_t j, T lse) const {
+    if (lse == -std::numeric_limits<T>::infinity()) return 0;
+    return std::exp(score(b, i, j) - lse);
+  }
+
+  int64_t work() const { return batches * queries * keys * (depth + value_depth); }
+};
+
+// Runs body(r) for r in [0, n), split among the threads when Fast and the call is large.
+template <bool Fast, typename Body>
+void for_rows(int64_t n, int64_t work, Body body) {
+  const bool parallel = Fast && work >= kParallelWork && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < n; ++r) body(r);
+}
+
+template <typename T>
+void forward_fast(const Tensor& out, const Tensor& lse, const Tensor& qt, const Tensor& kt, const Tensor& vt,
+                  const Tensor& mask, const kernels::AttentionArgs& args) {
+  const Attention<T> a(qt, kt, vt, mask, args);
+  T* o_all = out.data<T>();
+  T* lse_all = lse.data<T>();
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  for_rows<true>(a.batches * a.queries, a.work(), [&](int64_t r) {
+    const int64_t b = r / a.queries, i = r % a.queries;
+    T* __restrict o = o_all + r * a.value_depth;
+    std::fill(o, o + a.value_depth, T(0));
+    T running_max = minus_inf, sum = 0;
+    T s[kKeyBlock];
+    for (int64_t first = 0; first < a.keys; first += kKeyBlock) {
+      const int64_t n = std::min(kKeyBlock, a.keys - first);
+      T block_max = minus_inf;
+      for (int64_t t = 0; t < n; ++t) block_max = std::max(block_max, s[t] = a.score(b, i, first + t));
+      if (block_max == minus_inf) continue;  // every key of the block masked
+      const T new_max = std::max(running_max, block_max);
+      const T rescale = std::exp(running_max - new_max);  // 0 on the first unmasked block
+      sum *= rescale;
+#pragma omp simd
+      for (int64_t d = 0; d < a.value_depth; ++d) o[d] *= rescale;
+      for (int64_t t = 0; t < n; ++t) {
+        const T p = std::exp(s[t] - new_max);
+        sum += p;
+        const T w = p * a.keep(b, i, first + t);
+        if (w == 0) continue;
+        const T* __restrict vj = a.v + (b * a.keys + first + t) * a.value_depth;
+#pragma omp simd
+        for (int64_t d = 0; d < a.value_depth; ++d) o[d] += w * vj[d];
+      }
+      running_max = new_max;
+    }
+    if (sum > 0) {
+      const T inverse = T(1) / sum;
+#pragma omp simd
+      for (int64_t d = 0; d < a.value_depth; ++d) o[d] *= inverse;
+      lse_all[r] = running_max + std::log(sum);
+    } else {
+      lse_all[r] = minus_inf;  // every key masked: a row of zeros, as loom's softmax gives
+    }
+  });
+}
+
+// The whole row at once: its max, then the exponentials' sum and the weighted values'
+// sum in key order, divided at the end (the fast kernel's arithmetic when the keys fit
+// in one block, so the two agree bit for bit there).
+template <typename T>
+void forward_reference(const Tensor& out, const Tensor& lse, const Tensor& qt, const Tensor& kt, const Tensor& vt,
+                       const Tensor& mask, const kernels::AttentionArgs& args) {
+  const Attention<T> a(qt, kt, vt, mask, args);
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  std::vector<T> s(static_cast<size_t>(a.keys));
+  for (int64_t r = 0; r < a.batches * a.queries; ++r) {
+    const int64_t b = r / a.queries, i = r % a.queries;
+    T* o = out.data<T>() + r * a.value_depth;
+    std::fill(o, o + a.value_depth, T(0));
+    T top = minus_inf, sum = 0;
+    for (int64_t j = 0; j < a.keys; ++j) top = std::max(top, s[j] = a.score(b, i, j));
+    if (top == minus_inf) {  // every key masked
+      lse.data<T>()[r] = minus_inf;
+      continue;
+    }
+    for (int64_t j = 0; j < a.keys; ++j) {
+      const T p = std::exp(s[j] - top);
+      sum += p;
+      const T w = p * a.keep(b, i, j);
+      for (int64_t d = 0; d < a.value_depth; ++d) o[d] += w * a.v[(b * a.keys + j) * a.value_depth + d];
+    }
+    const T inverse = T(1) / sum;
+    for (int64_t d = 0; d < a.value_depth; ++d) o[d] *= inverse;
+    lse.data<T>()[r] = top + std::log(sum);
+  }
+}
+
+// dS_ij = P_ij (dP_ij - D_i), dP_ij = Z_ij grad_i . v_j, D_i = grad_i . out_i (Z: the
+// dropout factor); dq_i = scale sum_j dS_ij k_j; dk_j = scale sum_i dS_ij q_i;
+// dv_j = sum_i P_ij Z_ij grad_i.
+template <typename T, bool Fast>
+void backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad, const Tensor& qt,
+              const Tensor& kt, const Tensor& vt, const Tensor& mask, const Tensor& out, const Tensor& lse,
+              const kernels::AttentionArgs& args) {
+  const Attention<T> a(qt, kt, vt, mask, args);
+  const T* g = grad.data<T>();
+  const T* o = out.data<T>();
+  const T* lse_row = lse.data<T>();
+  const int64_t rows = a.batches * a.queries, D = a.depth, Dv = a.value_depth;
+  std::vector<T> row_dot(static_cast<size_t>(rows));  // D_i
+  auto dot = [](const T* __restrict x, const T* __restrict y, int64_t n) {
+    T s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t d = 0; d < n; ++d) s += x[d] * y[d];
+    return s;
+  };
+  for (int64_t r = 0; r < rows; ++r) row_dot[r] = dot(g + r * Dv, o + r * Dv, Dv);
+  // The score's gradient dS_ij and the dropped weight P_ij Z_ij.
+  auto gradients = [&](int64_t b, int64_t i, int64_t j, T& ds, T& dropped) {
+    const int64_t r = b * a.queries + i;
+    const T p = a.weight(b, i, j, lse_row[r]);
+    if (p == 0) return false;
+    const T z = a.keep(b, i, j);
+    dropped = p * z;
+    ds = p * (z * dot(g + r * Dv, a.v + (b * a.keys + j) * Dv, Dv) - row_dot[r]);
+    return true;
+  };
+  for_rows<Fast>(rows, a.work(), [&](int64_t r) {  // dq, one query row each
+    const int64_t b = r / a.queries, i = r % a.queries;
+    T* __restrict dqi = dq.data<T>() + r * D;
+    std::fill(dqi, dqi + D, T(0));
+    for (int64_t j = 0; j < a.keys; ++j) {
+      T ds, dropped;
+      if (!gradients(b, i, j, ds, dropped)) continue;
+      const T* __restrict kj = a.k + (b * a.keys + j) * D;
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) dqi[d] += ds * a.scale * kj[d];
+    }
+  });
+  for_rows<Fast>(a.batches * a.keys, a.work(), [&](int64_t c) {  // dk and dv, one key row each
+    const int64_t b = c / a.keys, j = c % a.keys;
+    T* __restrict dkj = dk.data<T>() + c * D;
+    T* __restrict dvj = dv.data<T>() + c * Dv;
+    std::fill(dkj, dkj + D, T(0));
+    std::fill(dvj, dvj + Dv, T(0));
+    for (int64_t i = 0; i < a.queries; ++i) {
+      T ds, dropped;
+      if (!gradients(b, i, j, ds, dropped)) continue;
+      const T* __restrict qi = a.q + (b * a.queries + i) * D;
+      const T* __restrict gi = g + (b * a.queries + i) * Dv;
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) dkj[d] += ds * a.scale * qi[d];
+#pragma omp simd
+      for (int64_t d = 0; d < Dv; ++d) dvj[d] += dropped * gi[d];
+    }
+  });
+}
+
+template <typename T>
+void register_for() {
+  register_kernel<kernels::AttentionKernel>("flash_attention", DeviceType::cpu, dtype_of<T>(), forward_fast<T>,
+                                            forward_reference<T>);
+  register_kernel<kernels::AttentionBackwardKernel>("flash_attention_backward", DeviceType::cpu, dtype_of<T>(),
+                                                    backward<T, true>, backward<T, false>);
+}
+
+}  // namespace
+
+LOOM_KERNELS(cpu_flash_attention) {
+  kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+}
+
+}  // namespace loom
