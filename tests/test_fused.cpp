@@ -370,3 +370,44 @@ TEST_CASE("long float32 rows: the AVX2 and AVX-512 exp-sum paths agree") {
   }
   CHECK(ce512 == doctest::Approx(ce256).epsilon(1e-6));
 }
+
+TEST_CASE("flash_attention: the same bits at 1, 2 and 3 threads, forward and backward, with dropout and a mask") {
+  const int saved = omp_get_max_threads();
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    Generator gen(8);
+    Tensor q = randn({2, 3, 100, 16}, {f32}, gen).requires_grad_(), k = randn({2, 3, 90, 16}, {f32}, gen);
+    Tensor v = randn({2, 3, 90, 8}, {f32}, gen);
+    k.requires_grad_(), v.requires_grad_();
+    Tensor out = flash_attention(q, k, v, causal_mask(100).narrow(1, 0, 90), 0.2, true, gen);
+    sum(mul(out, randn(out.shape(), {f32}, gen))).backward();
+    std::vector<float> all = out.to_vector<float>();
+    for (const Tensor* t : {&q, &k, &v}) {
+      const std::vector<float> g = t->grad().to_vector<float>();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    runs.push_back(all);
+  }
+  omp_set_num_threads(saved);
+  CHECK(runs[0] == runs[1]);
+  CHECK(runs[0] == runs[2]);
+}
+
+TEST_CASE("scaled_dot_product_attention takes flash_attention from 2^24 weights: the composite's values") {
+  Generator gen(9);
+  const Shape shape{1, 1, 4096, 4};  // 4096 x 4096 = 2^24 weights
+  Tensor q = randn(shape, {f32}, gen).requires_grad_(), k = randn(shape, {f32}, gen), v = randn(shape, {f32}, gen);
+  Tensor fused = scaled_dot_product_attention(q, k, v, causal_mask(4096));
+  REQUIRE(fused.impl().grad_fn);
+  CHECK(fused.impl().grad_fn->name == "flash_attention");
+  Tensor weights;  // asking for the weights takes the composite
+  Tensor composite = scaled_dot_product_attention(q, k, v, causal_mask(4096), 0.0, false, gen, &weights);
+  CHECK(composite.impl().grad_fn->name != "flash_attention");
+  const std::vector<float> a = fused.to_vector<float>(), b = composite.to_vector<float>();
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  CHECK(worst < 1e-5f);
+  Tensor smaller = scaled_dot_product_attention(q.narrow(2, 0, 2048), k, v);  // 2^23 weights
+  CHECK(smaller.impl().grad_fn->name != "flash_attention");
+}

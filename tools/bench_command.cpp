@@ -255,6 +255,7 @@ void add_bench_command(CLI::App& app) {
   ops->add_flag("--list", opt->list, "list the cases and exit");
   ops->callback([opt] { run_bench_ops(*opt); });
   add_bench_step_command(*bench);
+  add_bench_attention_command(*bench);
 }
 
 }  // namespace loom::tools

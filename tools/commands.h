@@ -36,6 +36,8 @@ nlohmann::json print_kernel_profile(const KernelProfile& profile, int runs, doub
 void add_device_option(CLI::App& cmd, std::string& device);
 // `bench step`, a subcommand of `bench` (tools/bench_step.cpp).
 void add_bench_step_command(CLI::App& bench);
+// `bench attention` (tools/bench_attention.cpp).
+void add_bench_attention_command(CLI::App& bench);
 void add_data_command(CLI::App& app);  // `data prepare` (tools/data_command.cpp)
 // --progress auto|bar|lines|off (tools/progress.h's ProgressMode), the name kept in `progress`.
 void add_progress_option(CLI::App& cmd, std::string& progress);

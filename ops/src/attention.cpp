@@ -1,10 +1,11 @@
 // scaled_dot_product_attention(q, k, v, mask, p, train, gen):
 //   weights = softmax(q k^T / sqrt(Dk), mask)        (mask: true = may not attend)
 //   out     = dropout(weights, p, train) @ v
-// computed by flash_attention (ops/src/flash_attention.cpp: no [.., Tq, Tk] tensor kept),
-// or by the composite of matmul, softmax and dropout when the weights are asked for
-// (study tools), a float mask needs its gradient, or products are in bf16 precision. The registry checks the op against
-// the composite's math below.
+// computed by flash_attention (ops/src/flash_attention.cpp: no [.., Tq, Tk] tensor kept)
+// where those tensors would be large, else by the composite of matmul, softmax and
+// dropout (also when the weights are asked for, a float mask needs its gradient, or
+// products are in bf16 precision). The registry checks the op against the composite's
+// math below.
 #include "attention.h"
 #include "loom/matmul_precision.h"
 #include "rows.h"
@@ -32,13 +33,29 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, co
 }
 }  // namespace detail
 
+namespace {
+// How many attention weights q and k make ([.., Tq, Tk], the batch dims broadcast).
+int64_t weight_count(const Tensor& q, const Tensor& k) {
+  if (q.dim() < 2 || k.dim() < 2) return 0;  // the composite names the error
+  const Shape batch = kernels::broadcast_shapes(Shape(q.shape().begin(), q.shape().end() - 2),
+                                                Shape(k.shape().begin(), k.shape().end() - 2), "attention");
+  int64_t count = q.shape()[q.dim() - 2] * k.shape()[k.dim() - 2];
+  for (int64_t b : batch) count *= b;
+  return count;
+}
+}  // namespace
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                     double dropout_p, bool train, Generator& gen, Tensor* weights, Where where) {
   CallSite site(where);
-  // The fused op keeps no [Tq, Tk] tensor; the composite gives the weights (for study),
-  // a float mask's gradient, and bf16 matmul precision's products (--precision bf16
-  // keeps its bits: the fused kernels compute in float32).
-  if (weights || (mask.defined() && mask.requires_grad()) || matmul_precision() == MatmulPrecision::bf16)
+  // The fused op keeps no [.., Tq, Tk] tensor, but its kernels are not yet as fast as
+  // BLAS products (CPU, T = 24: 7.6 ms against the composite's 1.3 for a forward and
+  // backward): it runs where those tensors would be large. The composite also gives the
+  // weights (for study), a float mask's gradient, and bf16 matmul precision's products
+  // (--precision bf16 keeps its bits: the fused kernels compute in float32). The
+  // choice depends on the shapes alone: the same bits at any thread count.
+  const bool large = weight_count(q, k) >= kFusedAttentionWeights;
+  if (!large || weights || (mask.defined() && mask.requires_grad()) || matmul_precision() == MatmulPrecision::bf16)
     return detail::attention_composite(q, k, v, mask, dropout_p, train, gen, weights);
   return flash_attention(q, k, v, mask, dropout_p, train, gen);
 }

@@ -75,6 +75,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // blocks with an online softmax, each row's log-sum-exp kept for the backward, which
 // recomputes the weights; nothing of size [.., Tq, Tk] is kept. mask: bool (true =
 // masked) or additive, a constant; dropout draws what the composite's dropout draws.
+// scaled_dot_product_attention calls it from this many weights up (2^24: 64 MiB of
+// float32 per [.., Tq, Tk] tensor, of which the composite keeps several for backward;
+// below, the composite's BLAS products are faster than these kernels).
+inline constexpr int64_t kFusedAttentionWeights = int64_t{1} << 24;
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = {},
                        double dropout_p = 0.0, bool train = false, Generator& gen = default_generator(),
                        Where where = Where::current());
