@@ -269,7 +269,7 @@ struct GraphDotOptions {
   const GradientTrace* trace = nullptr;  // edges labelled with gradient norms; zero/NaN highlighted
   // Above this many nodes, each scope is drawn as one box (its op count and the
   // gradient norms in and out of it) instead of a cluster of its nodes.
-  size_t collapse_above = 200;  // a whole tiny-preset step (~290 nodes) is too many to read unfolded
+  size_t collapse_above = 300;
 };
 std::string graph_dot(const Tensor& root, const GraphDotOptions& options = {});
 
