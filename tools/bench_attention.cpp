@@ -42,12 +42,13 @@ Measured measure(const AttentionOptions& o, int64_t length, Attention attention)
   const Tensor mask = causal_mask(length);
   std::vector<double> times;
   double peak = 0;
-  for (int64_t r = 0; r < o.repeats; ++r) {
+  for (int64_t r = -1; r < o.repeats; ++r) {  // call -1 warms up, untimed
     for (const Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
     allocator(kCPU).reset_peak();
     const double before = static_cast<double>(allocator(kCPU).stats().bytes_in_use);
     const auto start = std::chrono::steady_clock::now();
     sum(mul(attention(q, k, v, mask), g)).backward();
+    if (r < 0) continue;
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     peak = std::max(peak, static_cast<double>(allocator(kCPU).stats().peak_bytes_in_use) - before);
   }

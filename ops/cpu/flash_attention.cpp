@@ -1,10 +1,11 @@
 // CPU kernels of flash_attention and its backward (ops/src/flash_attention.cpp).
-// Fast: FlashAttention-2's algorithm with one query row per step, the rows split among
-// the threads: the keys in blocks of kKeyBlock scores, an online softmax (a running max
-// and sum; the output row rescaled when the max grows), nothing of size [Tq, Tk] stored.
-// The backward recomputes each weight from the saved log-sum-exp, dq query row by query
-// row, then dk and dv key row by key row: every output element is summed by one thread
-// in one order (no atomic adds), so the bits do not depend on the thread count.
+// Fast: FlashAttention-2's algorithm, chunks of kRowChunk query rows split among the
+// threads: the keys in blocks of kKeyBlock (transposed, so a row's scores run along the
+// keys, vectorized), an online softmax (a running max and sum per row; the output row
+// rescaled when the max grows), nothing of size [Tq, Tk] stored. The backward
+// recomputes each weight from the saved log-sum-exp: dq by chunks of query rows, then
+// dk and dv by blocks of keys: every output element is summed by one task in one order
+// (no atomic adds), so the bits do not depend on the thread count.
 // Reference: each row's scores whole, then its softmax and sums, on one thread.
 #include <omp.h>
 
@@ -104,7 +105,50 @@ struct Attention {
   }
 
   int64_t work() const { return batches * queries * keys * (depth + value_depth); }
+
+  // rows[first, first + n) of a [B, T, cols] operand of batch b, transposed into out[c][t]
+  // (kKeyBlock wide): a block's scores and products then run along the keys, vectorized.
+  static void transpose_block(const T* x, int64_t rows, int64_t cols, int64_t b, int64_t first, int64_t n, T* out) {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < cols; ++c) out[c * kKeyBlock + t] = x[(b * rows + first + t) * cols + c];
+  }
+
+  // s[t] = row i's scores against keys [first, first + n), kt their transposed block.
+  void block_scores(int64_t b, int64_t i, int64_t first, int64_t n, const T* kt, T* s) const {
+    const T* __restrict qi = q + (b * queries + i) * depth;
+    std::fill(s, s + n, T(0));
+    for (int64_t d = 0; d < depth; ++d) {
+      const T qd = qi[d];
+      const T* __restrict column = kt + d * kKeyBlock;
+#pragma omp simd
+      for (int64_t t = 0; t < n; ++t) s[t] += qd * column[t];
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      s[t] *= scale;
+      if (!mask) continue;
+      const int64_t at = mask_base[b] + i * mask_row + (first + t) * mask_col;
+      if (additive)
+        s[t] += static_cast<const T*>(mask)[at];
+      else if (static_cast<const bool*>(mask)[at])
+        s[t] = -std::numeric_limits<T>::infinity();
+    }
+  }
+
+  // z[t] = keep(b, i, first + t): one Philox block per four weights.
+  void block_keeps(int64_t b, int64_t i, int64_t first, int64_t n, T* z) const {
+    if (!dropout) return std::fill(z, z + n, T(1));
+    const uint64_t start = static_cast<uint64_t>((b * queries + i) * keys + first);
+    Philox4x32 bits{};
+    for (int64_t t = 0; t < n; ++t) {
+      const uint64_t element = start + static_cast<uint64_t>(t);
+      if (t == 0 || element % 4 == 0) bits = philox_block(seed, offset, element / 4);
+      z[t] = (bits.v[element % 4] >> 8) >= threshold ? keep_scale : T(0);
+    }
+  }
 };
+
+// Query rows in chunks of kRowChunk: a task's rows share each transposed key block.
+constexpr int64_t kRowChunk = 32;
 
 // Runs body(r) for r in [0, n), split among the threads when Fast and the call is large.
 template <bool Fast, typename Body>
@@ -118,50 +162,61 @@ template <typename T>
 void forward_fast(const Tensor& out, const Tensor& lse, const Tensor& qt, const Tensor& kt, const Tensor& vt,
                   const Tensor& mask, const kernels::AttentionArgs& args) {
   const Attention<T> a(qt, kt, vt, mask, args);
-  T* o_all = out.data<T>();
-  T* lse_all = lse.data<T>();
   const T minus_inf = -std::numeric_limits<T>::infinity();
-  for_rows<true>(a.batches * a.queries, a.work(), [&](int64_t r) {
-    const int64_t b = r / a.queries, i = r % a.queries;
-    T* __restrict o = o_all + r * a.value_depth;
-    std::fill(o, o + a.value_depth, T(0));
-    T running_max = minus_inf, sum = 0;
-    T s[kKeyBlock];
+  const int64_t chunks = (a.queries + kRowChunk - 1) / kRowChunk;
+  for_rows<true>(a.batches * chunks, a.work(), [&](int64_t task) {
+    const int64_t b = task / chunks, first_row = task % chunks * kRowChunk;
+    const int64_t rows = std::min(kRowChunk, a.queries - first_row);
+    std::vector<T> keys_t(static_cast<size_t>(a.depth * kKeyBlock));
+    T running_max[kRowChunk], sum[kRowChunk], s[kKeyBlock], z[kKeyBlock];
+    std::fill(running_max, running_max + rows, minus_inf);
+    std::fill(sum, sum + rows, T(0));
+    T* o_chunk = out.data<T>() + (b * a.queries + first_row) * a.value_depth;
+    std::fill(o_chunk, o_chunk + rows * a.value_depth, T(0));
     for (int64_t first = 0; first < a.keys; first += kKeyBlock) {
       const int64_t n = std::min(kKeyBlock, a.keys - first);
-      T block_max = minus_inf;
-      for (int64_t t = 0; t < n; ++t) block_max = std::max(block_max, s[t] = a.score(b, i, first + t));
-      if (block_max == minus_inf) continue;  // every key of the block masked
-      const T new_max = std::max(running_max, block_max);
-      const T rescale = std::exp(running_max - new_max);  // 0 on the first unmasked block
-      sum *= rescale;
+      Attention<T>::transpose_block(a.k, a.keys, a.depth, b, first, n, keys_t.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = first_row + r;
+        a.block_scores(b, i, first, n, keys_t.data(), s);
+        const T block_max = *std::max_element(s, s + n);
+        if (block_max == minus_inf) continue;  // every key of the block masked
+        const T new_max = std::max(running_max[r], block_max);
+        const T rescale = std::exp(running_max[r] - new_max);  // 0 on the row's first unmasked block
+        T* __restrict o = o_chunk + r * a.value_depth;
+        sum[r] *= rescale;
 #pragma omp simd
-      for (int64_t d = 0; d < a.value_depth; ++d) o[d] *= rescale;
-      for (int64_t t = 0; t < n; ++t) {
-        const T p = std::exp(s[t] - new_max);
-        sum += p;
-        const T w = p * a.keep(b, i, first + t);
-        if (w == 0) continue;
-        const T* __restrict vj = a.v + (b * a.keys + first + t) * a.value_depth;
+        for (int64_t d = 0; d < a.value_depth; ++d) o[d] *= rescale;
+        a.block_keeps(b, i, first, n, z);
+        for (int64_t t = 0; t < n; ++t) {
+          const T p = std::exp(s[t] - new_max);
+          sum[r] += p;
+          const T w = p * z[t];
+          if (w == 0) continue;
+          const T* __restrict vj = a.v + (b * a.keys + first + t) * a.value_depth;
 #pragma omp simd
-        for (int64_t d = 0; d < a.value_depth; ++d) o[d] += w * vj[d];
+          for (int64_t d = 0; d < a.value_depth; ++d) o[d] += w * vj[d];
+        }
+        running_max[r] = new_max;
       }
-      running_max = new_max;
     }
-    if (sum > 0) {
-      const T inverse = T(1) / sum;
+    for (int64_t r = 0; r < rows; ++r) {
+      T* __restrict o = o_chunk + r * a.value_depth;
+      const int64_t row = b * a.queries + first_row + r;
+      if (sum[r] > 0) {
+        const T inverse = T(1) / sum[r];
 #pragma omp simd
-      for (int64_t d = 0; d < a.value_depth; ++d) o[d] *= inverse;
-      lse_all[r] = running_max + std::log(sum);
-    } else {
-      lse_all[r] = minus_inf;  // every key masked: a row of zeros, as loom's softmax gives
+        for (int64_t d = 0; d < a.value_depth; ++d) o[d] *= inverse;
+        lse.data<T>()[row] = running_max[r] + std::log(sum[r]);
+      } else {
+        lse.data<T>()[row] = minus_inf;  // every key masked: a row of zeros, as loom's softmax gives
+      }
     }
   });
 }
 
 // The whole row at once: its max, then the exponentials' sum and the weighted values'
-// sum in key order, divided at the end (the fast kernel's arithmetic when the keys fit
-// in one block, so the two agree bit for bit there).
+// sum in key order, divided at the end.
 template <typename T>
 void forward_reference(const Tensor& out, const Tensor& lse, const Tensor& qt, const Tensor& kt, const Tensor& vt,
                        const Tensor& mask, const kernels::AttentionArgs& args) {
@@ -192,11 +247,12 @@ void forward_reference(const Tensor& out, const Tensor& lse, const Tensor& qt, c
 
 // dS_ij = P_ij (dP_ij - D_i), dP_ij = Z_ij grad_i . v_j, D_i = grad_i . out_i (Z: the
 // dropout factor); dq_i = scale sum_j dS_ij k_j; dk_j = scale sum_i dS_ij q_i;
-// dv_j = sum_i P_ij Z_ij grad_i.
-template <typename T, bool Fast>
-void backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad, const Tensor& qt,
-              const Tensor& kt, const Tensor& vt, const Tensor& mask, const Tensor& out, const Tensor& lse,
-              const kernels::AttentionArgs& args) {
+// dv_j = sum_i P_ij Z_ij grad_i. The reference: weight by weight, dq by query rows, then
+// dk and dv by key rows, on one thread.
+template <typename T>
+void backward_reference(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad, const Tensor& qt,
+                        const Tensor& kt, const Tensor& vt, const Tensor& mask, const Tensor& out, const Tensor& lse,
+                        const kernels::AttentionArgs& args) {
   const Attention<T> a(qt, kt, vt, mask, args);
   const T* g = grad.data<T>();
   const T* o = out.data<T>();
@@ -220,7 +276,7 @@ void backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor
     ds = p * (z * dot(g + r * Dv, a.v + (b * a.keys + j) * Dv, Dv) - row_dot[r]);
     return true;
   };
-  for_rows<Fast>(rows, a.work(), [&](int64_t r) {  // dq, one query row each
+  for_rows<false>(rows, a.work(), [&](int64_t r) {  // dq, one query row each
     const int64_t b = r / a.queries, i = r % a.queries;
     T* __restrict dqi = dq.data<T>() + r * D;
     std::fill(dqi, dqi + D, T(0));
@@ -232,7 +288,7 @@ void backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor
       for (int64_t d = 0; d < D; ++d) dqi[d] += ds * a.scale * kj[d];
     }
   });
-  for_rows<Fast>(a.batches * a.keys, a.work(), [&](int64_t c) {  // dk and dv, one key row each
+  for_rows<false>(a.batches * a.keys, a.work(), [&](int64_t c) {  // dk and dv, one key row each
     const int64_t b = c / a.keys, j = c % a.keys;
     T* __restrict dkj = dk.data<T>() + c * D;
     T* __restrict dvj = dv.data<T>() + c * Dv;
@@ -251,12 +307,113 @@ void backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor
   });
 }
 
+// The fast backward in blocks: dq by chunks of query rows against each transposed key
+// and value block, then dk and dv by blocks of keys against every query row in order.
+template <typename T>
+void backward_fast(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad, const Tensor& qt,
+                   const Tensor& kt, const Tensor& vt, const Tensor& mask, const Tensor& out, const Tensor& lse,
+                   const kernels::AttentionArgs& args) {
+  const Attention<T> a(qt, kt, vt, mask, args);
+  const T* g = grad.data<T>();
+  const T* lse_row = lse.data<T>();
+  const int64_t rows = a.batches * a.queries, D = a.depth, Dv = a.value_depth;
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  std::vector<T> row_dot(static_cast<size_t>(rows));  // D_i = grad_i . out_i
+  for (int64_t r = 0; r < rows; ++r) {
+    T sum = 0;
+    for (int64_t d = 0; d < Dv; ++d) sum += g[r * Dv + d] * out.data<T>()[r * Dv + d];
+    row_dot[r] = sum;
+  }
+  // For row i against keys [first, first + n): ds[t] and the dropped weight pz[t] (both 0
+  // where the weight is); kt and vt the block's transposed keys and values.
+  auto block_gradients = [&](int64_t b, int64_t i, int64_t first, int64_t n, const T* kt_block, const T* vt_block,
+                             T* ds, T* pz) {
+    const int64_t r = b * a.queries + i;
+    T s[kKeyBlock], z[kKeyBlock], dp[kKeyBlock];
+    if (lse_row[r] == minus_inf) {
+      std::fill(ds, ds + n, T(0)), std::fill(pz, pz + n, T(0));
+      return;
+    }
+    a.block_scores(b, i, first, n, kt_block, s);
+    a.block_keeps(b, i, first, n, z);
+    std::fill(dp, dp + n, T(0));
+    const T* __restrict gi = g + r * Dv;
+    for (int64_t d = 0; d < Dv; ++d) {
+      const T gd = gi[d];
+      const T* __restrict column = vt_block + d * kKeyBlock;
+#pragma omp simd
+      for (int64_t t = 0; t < n; ++t) dp[t] += gd * column[t];
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      const T p = s[t] == minus_inf ? T(0) : std::exp(s[t] - lse_row[r]);
+      pz[t] = p * z[t];
+      ds[t] = p * (z[t] * dp[t] - row_dot[r]);
+    }
+  };
+  const int64_t chunks = (a.queries + kRowChunk - 1) / kRowChunk;
+  for_rows<true>(a.batches * chunks, a.work(), [&](int64_t task) {  // dq
+    const int64_t b = task / chunks, first_row = task % chunks * kRowChunk;
+    const int64_t count = std::min(kRowChunk, a.queries - first_row);
+    std::vector<T> keys_t(static_cast<size_t>(D * kKeyBlock)), values_t(static_cast<size_t>(Dv * kKeyBlock));
+    T ds[kKeyBlock], pz[kKeyBlock];
+    T* dq_chunk = dq.data<T>() + (b * a.queries + first_row) * D;
+    std::fill(dq_chunk, dq_chunk + count * D, T(0));
+    for (int64_t first = 0; first < a.keys; first += kKeyBlock) {
+      const int64_t n = std::min(kKeyBlock, a.keys - first);
+      Attention<T>::transpose_block(a.k, a.keys, D, b, first, n, keys_t.data());
+      Attention<T>::transpose_block(a.v, a.keys, Dv, b, first, n, values_t.data());
+      for (int64_t r = 0; r < count; ++r) {
+        block_gradients(b, first_row + r, first, n, keys_t.data(), values_t.data(), ds, pz);
+        T* __restrict dqi = dq_chunk + r * D;
+        for (int64_t t = 0; t < n; ++t) {
+          if (ds[t] == 0) continue;
+          const T w = ds[t] * a.scale;
+          const T* __restrict kj = a.k + (b * a.keys + first + t) * D;
+#pragma omp simd
+          for (int64_t d = 0; d < D; ++d) dqi[d] += w * kj[d];
+        }
+      }
+    }
+  });
+  const int64_t key_blocks = (a.keys + kKeyBlock - 1) / kKeyBlock;
+  for_rows<true>(a.batches * key_blocks, a.work(), [&](int64_t task) {  // dk and dv
+    const int64_t b = task / key_blocks, first = task % key_blocks * kKeyBlock;
+    const int64_t n = std::min(kKeyBlock, a.keys - first);
+    std::vector<T> keys_t(static_cast<size_t>(D * kKeyBlock)), values_t(static_cast<size_t>(Dv * kKeyBlock));
+    Attention<T>::transpose_block(a.k, a.keys, D, b, first, n, keys_t.data());
+    Attention<T>::transpose_block(a.v, a.keys, Dv, b, first, n, values_t.data());
+    T ds[kKeyBlock], pz[kKeyBlock];
+    T* dk_block = dk.data<T>() + (b * a.keys + first) * D;
+    T* dv_block = dv.data<T>() + (b * a.keys + first) * Dv;
+    std::fill(dk_block, dk_block + n * D, T(0));
+    std::fill(dv_block, dv_block + n * Dv, T(0));
+    for (int64_t i = 0; i < a.queries; ++i) {
+      block_gradients(b, i, first, n, keys_t.data(), values_t.data(), ds, pz);
+      const T* __restrict qi = a.q + (b * a.queries + i) * D;
+      const T* __restrict gi = g + (b * a.queries + i) * Dv;
+      for (int64_t t = 0; t < n; ++t) {
+        if (ds[t] != 0) {
+          const T w = ds[t] * a.scale;
+          T* __restrict dkj = dk_block + t * D;
+#pragma omp simd
+          for (int64_t d = 0; d < D; ++d) dkj[d] += w * qi[d];
+        }
+        if (pz[t] != 0) {
+          T* __restrict dvj = dv_block + t * Dv;
+#pragma omp simd
+          for (int64_t d = 0; d < Dv; ++d) dvj[d] += pz[t] * gi[d];
+        }
+      }
+    }
+  });
+}
+
 template <typename T>
 void register_for() {
   register_kernel<kernels::AttentionKernel>("flash_attention", DeviceType::cpu, dtype_of<T>(), forward_fast<T>,
                                             forward_reference<T>);
   register_kernel<kernels::AttentionBackwardKernel>("flash_attention_backward", DeviceType::cpu, dtype_of<T>(),
-                                                    backward<T, true>, backward<T, false>);
+                                                    backward_fast<T>, backward_reference<T>);
 }
 
 }  // namespace
