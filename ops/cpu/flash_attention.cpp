@@ -113,16 +113,21 @@ struct Attention {
       for (int64_t c = 0; c < cols; ++c) out[c * kKeyBlock + t] = x[(b * rows + first + t) * cols + c];
   }
 
+  // out[t] = row . column t of a transposed block (block[c * kKeyBlock + t]), t < n:
+  // along the keys, so the inner loop is a vector loop.
+  static void row_times_block(const T* __restrict row, int64_t cols, const T* block, int64_t n, T* __restrict out) {
+    std::fill(out, out + n, T(0));
+    for (int64_t c = 0; c < cols; ++c) {
+      const T x = row[c];
+      const T* __restrict column = block + c * kKeyBlock;
+#pragma omp simd
+      for (int64_t t = 0; t < n; ++t) out[t] += x * column[t];
+    }
+  }
+
   // s[t] = row i's scores against keys [first, first + n), kt their transposed block.
   void block_scores(int64_t b, int64_t i, int64_t first, int64_t n, const T* kt, T* s) const {
-    const T* __restrict qi = q + (b * queries + i) * depth;
-    std::fill(s, s + n, T(0));
-    for (int64_t d = 0; d < depth; ++d) {
-      const T qd = qi[d];
-      const T* __restrict column = kt + d * kKeyBlock;
-#pragma omp simd
-      for (int64_t t = 0; t < n; ++t) s[t] += qd * column[t];
-    }
+    row_times_block(q + (b * queries + i) * depth, depth, kt, n, s);
     for (int64_t t = 0; t < n; ++t) {
       s[t] *= scale;
       if (!mask) continue;
@@ -336,14 +341,7 @@ void backward_fast(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
     }
     a.block_scores(b, i, first, n, kt_block, s);
     a.block_keeps(b, i, first, n, z);
-    std::fill(dp, dp + n, T(0));
-    const T* __restrict gi = g + r * Dv;
-    for (int64_t d = 0; d < Dv; ++d) {
-      const T gd = gi[d];
-      const T* __restrict column = vt_block + d * kKeyBlock;
-#pragma omp simd
-      for (int64_t t = 0; t < n; ++t) dp[t] += gd * column[t];
-    }
+    Attention<T>::row_times_block(g + r * Dv, Dv, vt_block, n, dp);
     for (int64_t t = 0; t < n; ++t) {
       const T p = s[t] == minus_inf ? T(0) : std::exp(s[t] - lse_row[r]);
       pz[t] = p * z[t];
