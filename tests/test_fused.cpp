@@ -394,6 +394,17 @@ TEST_CASE("flash_attention: the same bits at 1, 2 and 3 threads, forward and bac
   CHECK(runs[0] == runs[2]);
 }
 
+TEST_CASE("flash_attention reads a mask that is a view at an offset (rows 2-5 of a causal mask)") {
+  Generator gen(10);
+  Tensor q = randn({2, 4, 8}, {f64}, gen), k = randn({2, 6, 8}, {f64}, gen), v = randn({2, 6, 3}, {f64}, gen);
+  const Tensor rows = causal_mask(6).narrow(0, 2, 4);  // offset 12: row i sees keys 0..i+2
+  REQUIRE(rows.offset() == 12);
+  Tensor weights;
+  const Tensor expected = scaled_dot_product_attention(q, k, v, rows, 0.0, false, gen, &weights);
+  check_values(flash_attention(q, k, v, rows), expected.to_vector<double>(), 1e-12);
+  check_values(flash_attention(q, k, v, rows.contiguous()), expected.to_vector<double>(), 1e-12);
+}
+
 TEST_CASE("scaled_dot_product_attention takes flash_attention from 2^24 weights: the composite's values") {
   Generator gen(9);
   const Shape shape{1, 1, 4096, 4};  // 4096 x 4096 = 2^24 weights

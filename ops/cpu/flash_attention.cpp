@@ -66,7 +66,7 @@ struct Attention {
     const int64_t dims = m.dim();
     mask_row = m.strides()[dims - 2], mask_col = m.strides()[dims - 1];
     for (int64_t b = 0; b < batches; ++b) {  // b unravelled over the view's batch dims
-      int64_t rest = b, at = m.offset();
+      int64_t rest = b, at = 0;              // raw_data() is at the view's offset already
       for (int64_t d = dims - 3; d >= 0; --d) {
         at += rest % m.shape()[d] * m.strides()[d];
         rest /= m.shape()[d];
