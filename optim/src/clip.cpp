@@ -11,17 +11,20 @@ namespace loom::optim {
 
 double grad_norm(const std::vector<Tensor>& params) {
   NoGradGuard no_grad;
-  double total = 0;
+  // Each gradient's squares summed in float64 on its device, the sums added there in
+  // parameter order: one number comes back at the end, not one per parameter (a GPU
+  // waits once), and the bits are those of adding them on the host.
+  Tensor total;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     LOOM_CHECK(is_floating(g.dtype()), "grad_norm: gradient of shape {} must be float, got {}", g.shape(),
                dtype_name(g.dtype()));
-    // The squares summed in float64 on the gradient's device; one number comes back.
     Tensor g64 = to_dtype(g.detach(), DType::f64);
-    total += sum(mul(g64, g64)).to(kCPU).item<double>();
+    Tensor squares = sum(mul(g64, g64));
+    total = total.defined() ? add(total, squares.to(total.device())) : squares;
   }
-  return std::sqrt(total);
+  return total.defined() ? std::sqrt(total.to(kCPU).item<double>()) : 0.0;
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
