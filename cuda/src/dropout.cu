@@ -1,5 +1,6 @@
 // Dropout on the GPU: the CPU's Philox stream and keep test, the keep bits as a bitmask.
 // Relu: relu_dropout's kernels (max(x, 0) in place of x; the backward zero where x <= 0).
+// A residual, when given, is added to the kept values (dropout_add_layer_norm's sum).
 #include <cmath>
 #include <cstdint>
 
@@ -18,8 +19,8 @@ constexpr int kWarp = 32;
 // One warp per 32 elements (one mask word): each lane draws its element's word,
 // the warp's keep bits gathered with a ballot (a word written by one lane).
 template <typename T, bool Relu>
-__global__ void dropout_kernel(T* out, uint32_t* mask, const T* x, int64_t n, uint32_t threshold, T scale,
-                               uint64_t seed, uint64_t offset) {
+__global__ void dropout_kernel(T* out, uint32_t* mask, const T* x, const T* residual, int64_t n, uint32_t threshold,
+                               T scale, uint64_t seed, uint64_t offset) {
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / kWarp;
   for (int64_t word = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kWarp; word * kWarp < n; word += warps) {
@@ -29,7 +30,8 @@ __global__ void dropout_kernel(T* out, uint32_t* mask, const T* x, int64_t n, ui
       const Philox4x32 bits = philox_block(seed, offset, philox_block_of(i));
       keep = (bits.v[i % 4] >> 8) >= threshold;
       const T scaled = (Relu ? fn::Relu{}(x[i]) : x[i]) * scale;
-      out[i] = keep ? scaled : T(0);
+      const T kept = keep ? scaled : T(0);
+      out[i] = residual ? residual[i] + kept : kept;
     }
     const uint32_t word_bits = __ballot_sync(0xffffffffu, keep);
     if (lane == 0) mask[word] = word_bits;
@@ -48,15 +50,16 @@ __global__ void dropout_backward_kernel(T* out, const T* grad, const T* x, const
 }  // namespace
 
 template <typename T>
-void launch_dropout(void* out, uint32_t* mask, const void* x, int64_t n, double p, uint64_t seed, uint64_t offset,
-                    bool relu, cudaStream_t stream) {
+void launch_dropout(void* out, uint32_t* mask, const void* x, const void* residual, int64_t n, double p, uint64_t seed,
+                    uint64_t offset, bool relu, cudaStream_t stream) {
   if (n == 0) return;
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
   const int64_t words = (n + kWarp - 1) / kWarp;
   const auto kernel = relu ? dropout_kernel<T, true> : dropout_kernel<T, false>;
-  kernel<<<blocks_for(words * kWarp), kThreads, 0, stream>>>(static_cast<T*>(out), mask, static_cast<const T*>(x), n,
-                                                             threshold, scale, seed, offset);
+  kernel<<<blocks_for(words * kWarp), kThreads, 0, stream>>>(static_cast<T*>(out), mask, static_cast<const T*>(x),
+                                                             static_cast<const T*>(residual), n, threshold, scale, seed,
+                                                             offset);
   check_kernel_launch("dropout_kernel");
 }
 
@@ -71,10 +74,10 @@ void launch_dropout_backward(void* out, const void* grad, const void* relu_input
   check_kernel_launch("dropout_backward_kernel");
 }
 
-#define LOOM_CUDA_DROPOUT(T)                                                                                  \
-  template void launch_dropout<T>(void*, uint32_t*, const void*, int64_t, double, uint64_t, uint64_t, bool,   \
-                                  cudaStream_t);                                                              \
-  template void launch_dropout_backward<T>(void*, const void*, const void*, const uint32_t*, int64_t, double, \
+#define LOOM_CUDA_DROPOUT(T)                                                                                       \
+  template void launch_dropout<T>(void*, uint32_t*, const void*, const void*, int64_t, double, uint64_t, uint64_t, \
+                                  bool, cudaStream_t);                                                             \
+  template void launch_dropout_backward<T>(void*, const void*, const void*, const uint32_t*, int64_t, double,      \
                                            cudaStream_t);
 LOOM_CUDA_DROPOUT(float)
 LOOM_CUDA_DROPOUT(double)

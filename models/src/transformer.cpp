@@ -13,7 +13,7 @@ namespace {
 template <typename Sublayer>
 Tensor residual(bool pre_norm, nn::LayerNorm& norm, nn::Dropout& dropout, const Tensor& x, Sublayer&& sublayer) {
   if (pre_norm) return add(x, dropout(sublayer(norm(x))));
-  return norm(add(x, dropout(sublayer(x))));
+  return dropout.add_then_norm(x, sublayer(x), norm);
 }
 }  // namespace
 

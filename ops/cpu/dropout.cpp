@@ -15,6 +15,7 @@
 #include "type_lists.h"
 #include "loom/philox.h"
 #include "loom/philox_batch.h"
+#include "dropout_add_layer_norm.h"
 
 namespace loom {
 
@@ -39,15 +40,21 @@ struct Identity {
 };
 
 // Keep-and-scale for up to one mask word's elements, a vector loop that also
-// gathers their keep bits; returns the word.
-template <typename T, typename Input>
-uint32_t keep_and_scale(T* out, const T* x, const uint32_t* words, uint32_t threshold, T scale, int64_t count) {
+// gathers their keep bits; returns the word. kAdd: out = residual + the kept value
+// (dropout_add_layer_norm's residual sum), the same bits as add after dropout.
+template <typename T, typename Input, bool kAdd>
+uint32_t keep_and_scale(T* out, const T* x, const T* residual, const uint32_t* words, uint32_t threshold, T scale,
+                        int64_t count) {
   uint32_t bits = 0;
 #pragma omp simd reduction(| : bits)
   for (int64_t i = 0; i < count; ++i) {
     const bool keep = (words[i] >> 8) >= threshold;
     const T scaled = Input{}(x[i]) * scale;  // read unconditionally: no masked load
-    out[i] = keep ? scaled : T(0);
+    const T kept = keep ? scaled : T(0);
+    if constexpr (kAdd)
+      out[i] = residual[i] + kept;
+    else
+      out[i] = kept;
     bits |= static_cast<uint32_t>(keep) << i;
   }
   return bits;
@@ -55,8 +62,9 @@ uint32_t keep_and_scale(T* out, const T* x, const uint32_t* words, uint32_t thre
 
 // Fast: 128 elements at a time from one chunk of Philox words, kept and scaled a
 // mask word at a time; chunks split over threads.
-template <typename T, typename Input>
-void dropout_fast(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset) {
+template <typename T, typename Input, bool kAdd = false>
+void dropout_fast(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset,
+                  const T* residual = nullptr) {
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const uint32_t threshold = keep_threshold(p);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -66,21 +74,23 @@ void dropout_fast(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint6
     alignas(64) uint32_t words[kChunk];
     philox_batch32(seed, offset, static_cast<uint64_t>(c) * kPhiloxChunkBlocks, words);
     for (int64_t first = c * kChunk; first < std::min(n, (c + 1) * kChunk); first += kDropoutMaskBits)
-      mask[first / kDropoutMaskBits] =
-          keep_and_scale<T, Input>(out + first, x + first, words + (first - c * kChunk), threshold, scale,
-                                   std::min(kDropoutMaskBits, n - first));
+      mask[first / kDropoutMaskBits] = keep_and_scale<T, Input, kAdd>(
+          out + first, x + first, kAdd ? residual + first : nullptr, words + (first - c * kChunk), threshold, scale,
+          std::min(kDropoutMaskBits, n - first));
   }
 }
 
 // Reference: each element draws its own uniform, compares it with p and sets its bit.
 template <typename T, typename Input>
-void dropout_reference(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset) {
+void dropout_reference(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset,
+                       const T* residual = nullptr) {
   for (int64_t w = 0; w < dropout_mask_words(n); ++w) mask[w] = 0;
   for (int64_t i = 0; i < n; ++i) {
     Philox4x32 bits = philox_block(seed, offset, static_cast<uint64_t>(i / 4));
     float u = uniform_from_bits(bits.v[i % 4]);
     bool keep = u >= p;
     out[i] = keep ? static_cast<T>(Input{}(x[i]) / (1.0 - p)) : T(0);
+    if (residual) out[i] = residual[i] + out[i];
     if (keep) mask[i / kDropoutMaskBits] |= uint32_t(1) << (i % kDropoutMaskBits);
   }
 }
@@ -137,9 +147,9 @@ void masked_scale_reference(T* out, const uint32_t* mask, const T* g, const T* x
 // The mask as uint32 words (stored as int32: loom has no unsigned dtype).
 uint32_t* mask_words(const Tensor& mask) { return reinterpret_cast<uint32_t*>(mask.data<int32_t>()); }
 
-template <typename T, void (*Run)(T*, uint32_t*, const T*, int64_t, double, uint64_t, uint64_t)>
+template <typename T, void (*Run)(T*, uint32_t*, const T*, int64_t, double, uint64_t, uint64_t, const T*)>
 void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, double p, uint64_t seed, uint64_t offset) {
-  Run(out.data<T>(), mask_words(mask), x.data<T>(), x.numel(), p, seed, offset);
+  Run(out.data<T>(), mask_words(mask), x.data<T>(), x.numel(), p, seed, offset, nullptr);
 }
 
 template <typename T, void (*Run)(T*, const uint32_t*, const T*, const T*, int64_t, double)>
@@ -170,6 +180,23 @@ void register_for() {
 }
 
 }  // namespace
+
+namespace detail {
+template <typename T>
+void dropout_add_fast(T* h, uint32_t* mask, const T* x, const T* s, int64_t n, kernels::DropoutDraw d) {
+  dropout_fast<T, Identity, true>(h, mask, s, n, d.p, d.seed, d.offset, x);
+}
+template <typename T>
+void dropout_add_reference(T* h, uint32_t* mask, const T* x, const T* s, int64_t n, kernels::DropoutDraw d) {
+  dropout_reference<T, Identity>(h, mask, s, n, d.p, d.seed, d.offset, x);
+}
+#define LOOM_DROPOUT_ADD(T)                                                                            \
+  template void dropout_add_fast<T>(T*, uint32_t*, const T*, const T*, int64_t, kernels::DropoutDraw); \
+  template void dropout_add_reference<T>(T*, uint32_t*, const T*, const T*, int64_t, kernels::DropoutDraw);
+LOOM_DROPOUT_ADD(float)
+LOOM_DROPOUT_ADD(double)
+#undef LOOM_DROPOUT_ADD
+}  // namespace detail
 
 LOOM_KERNELS(cpu_dropout) {
   kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });

@@ -13,6 +13,7 @@
 #include "type_lists.h"
 #include "loom/kernels/span_sum.h"
 #include "row_loops.h"
+#include "dropout_add_layer_norm.h"
 
 namespace loom {
 
@@ -252,6 +253,23 @@ void register_for() {
 }
 
 }  // namespace
+
+namespace detail {
+template <typename T>
+void layer_norm_rows_fast(T* out, T* stats, const T* x, const T* w, const T* b, RowShape s, double eps) {
+  layer_norm_fast<T>(out, stats, x, w, b, s, eps);
+}
+template <typename T>
+void layer_norm_rows_reference(T* out, T* stats, const T* x, const T* w, const T* b, RowShape s, double eps) {
+  layer_norm_reference<T>(out, stats, x, w, b, s, eps);
+}
+#define LOOM_LAYER_NORM_ROWS(T)                                                                  \
+  template void layer_norm_rows_fast<T>(T*, T*, const T*, const T*, const T*, RowShape, double); \
+  template void layer_norm_rows_reference<T>(T*, T*, const T*, const T*, const T*, RowShape, double);
+LOOM_LAYER_NORM_ROWS(float)
+LOOM_LAYER_NORM_ROWS(double)
+#undef LOOM_LAYER_NORM_ROWS
+}  // namespace detail
 
 LOOM_KERNELS(cpu_layer_norm) {
   kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });

@@ -62,6 +62,8 @@ SCHEMA_OPS = sorted(name for name in loom.op_names() if loom._loom._signature(na
 NOT_IN_TORCH = {
     "bias_gelu": "fused gelu(x + b); checked against its composition by the test matrix",
     "relu_dropout": "fused dropout(relu(x)); random, and checked against its composition",
+    "dropout_add_layer_norm": "fused layer_norm(x + dropout(s)) (the post-norm residual); random, and checked "
+    "against its composition",
     "scaled_dot_product_attention": "torch 1.13 lacks it; test_torch_conventions checks its formula",
     "flash_attention": "scaled_dot_product_attention's value computed FlashAttention-2's way (what it calls); the "
                        "test matrix checks it against the composite",

@@ -51,6 +51,7 @@ class LayerNorm : public Module {
   explicit LayerNorm(int64_t dim, double eps = 1e-5, TensorOptions options = {});
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  double eps() const { return eps_; }
 
   Tensor weight, bias;
 
@@ -68,6 +69,9 @@ class Dropout : public Module {
   Tensor operator()(const Tensor& x) const { return forward(x); }
   // forward(relu(x)) as one op (relu_dropout): the same draws and bits, one pass.
   Tensor after_relu(const Tensor& x) const;
+  // norm(x + forward(s)) as one op (dropout_add_layer_norm): the post-norm residual
+  // connection, with the same draws and bits.
+  Tensor add_then_norm(const Tensor& x, const Tensor& s, const LayerNorm& norm) const;
   double p() const { return p_; }
 
  private:

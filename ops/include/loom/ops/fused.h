@@ -61,6 +61,15 @@ Tensor relu_dropout(const Tensor& x, double p, bool train = true, Generator& gen
 Tensor relu_dropout_backward(const Tensor& x, const Tensor& grad, const Tensor& mask, double p,
                              Where where = Where::current());
 
+// ---- the post-norm residual connection ----
+// layer_norm(x + dropout(s, p, train, gen), weight, bias, eps) as one op: the sum and
+// its normalization in one kernel, with dropout's draws and the three ops' bits. x and
+// s have one shape; weight and bias as layer_norm's. The backward is layer_norm's, its
+// dx going to x as it is and to s through dropout_backward.
+Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& s, const Tensor& weight, const Tensor& bias, double p,
+                              bool train = true, Generator& gen = default_generator(), double eps = 1e-5,
+                              Where where = Where::current());
+
 // ---- attention ----
 // softmax(q k^T / sqrt(Dk), mask) (dropout in training) @ v, a composite of
 // matmul, softmax (with mask) and dropout. q [B,H,Tq,Dk], k [B,H,Tk,Dk],

@@ -124,6 +124,16 @@ using DropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, co
 // out = keep * [x > 0] * grad / (1 - p) for its backward.
 using ReluDropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& x, const Tensor& grad, const Tensor& mask,
                                            double p);
+// dropout_add_layer_norm (ops/cpu/dropout_add_layer_norm.cpp): h = x + dropout(s) with
+// dropout's draws (its keep bits to mask), then out = layer_norm(h, weight, bias, eps)
+// with each row's (mean, rstd) to stats; h is kept for the backward. All dense.
+struct DropoutDraw {
+  double p;
+  uint64_t seed, offset;
+};
+using DropoutAddLayerNormKernel = void (*)(const Tensor& out, const Tensor& h, const Tensor& stats, const Tensor& mask,
+                                           const Tensor& x, const Tensor& s, const Tensor& weight, const Tensor& bias,
+                                           DropoutDraw draw, double eps);
 
 // ---- matmul and indexing (ops/cpu/matmul.cpp, gather.cpp, index_select.cpp, index_add.cpp,
 //      scatter_add.cpp, embedding.cpp) ----
