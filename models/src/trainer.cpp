@@ -135,21 +135,30 @@ double Trainer::accumulate_gradients(const std::vector<Batch>& batches, int64_t 
   double total_tokens = 0;
   for (const Batch& b : batches) total_tokens += static_cast<double>(b.tgt_tokens);
   LOOM_CHECK(total_tokens > 0, "train: an update of {} batches has no target tokens", batches.size());
-  double loss_sum = 0;
+  Tensor loss_sum;  // sum of loss x tokens, float64 where the model is: no wait for the device per micro-batch
   for (const Batch& b : batches) {
     // Each loss is a mean over its own target tokens: weighted by its share of
     // the update's tokens, the summed gradients are those of the mean over all of them.
     const double share = static_cast<double>(b.tgt_tokens) / total_tokens;
     Tensor loss = batch_loss(b);
-    const double value = loss.to(kCPU).item<double>();
-    if (!std::isfinite(value)) diverged("the training loss", step, value);
+    const Tensor summed = loss_times_tokens(loss, b.tgt_tokens);
+    loss_sum = loss_sum.defined() ? add(loss_sum, summed) : summed;
     if (batches.size() == 1)
       loss.backward();
     else
       mul(loss, scalar_tensor(share, {loss.dtype(), loss.device()})).backward();
-    loss_sum += value * static_cast<double>(b.tgt_tokens);
   }
-  return loss_sum / total_tokens;
+  // One wait per update; a non-finite loss stops the run before the optimizer's step.
+  const double value = loss_sum.to(kCPU).item<double>();
+  if (!std::isfinite(value)) diverged("the training loss", step, value);
+  return value / total_tokens;
+}
+
+// loss (0-d) x tokens in float64 on the loss's device, outside the graph.
+Tensor Trainer::loss_times_tokens(const Tensor& loss, int64_t tokens) {
+  NoGradGuard no_grad;
+  return mul(to_dtype(loss.detach(), DType::f64),
+             scalar_tensor(static_cast<double>(tokens), {DType::f64, loss.device()}));
 }
 
 int64_t Trainer::batches_per_update() const {
@@ -180,7 +189,7 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
   // add zeros, so the shape of the sum, hence its bits, does not depend on who holds what.
   const int64_t first = comm_->rank() * per_rank;
   dist::TreeAccumulator losses(global, {first, first + per_rank});
-  Tensor no_loss = zeros({2}, {DType::f64, kCPU});
+  Tensor no_loss = zeros({2}, {DType::f64, comm_->device()});
   for (int64_t i = 0; i < per_rank; ++i) {
     const int64_t g = first + i;    // the global micro-batch index
     reducer_->begin_micro_batch();  // the parameters' hooks now send it their gradients
@@ -196,17 +205,15 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
     LOOM_CHECK(gen_.offset() - start < (uint64_t{1} << kDropoutStrideBits),
                "train: a micro-batch drew {} dropout offsets, more than the {} kept apart for it",
                gen_.offset() - start, uint64_t{1} << kDropoutStrideBits);
-    const double value = loss.to(kCPU).item<double>();
-    if (!std::isfinite(value)) diverged("the training loss", step, value);
     // Scaled by its share of the global update's target tokens, as in one process.
     const double share = static_cast<double>(b.tgt_tokens) / total_tokens;
     mul(loss, scalar_tensor(share, {loss.dtype(), loss.device()})).backward();
     reducer_->end_micro_batch();
     zero_grad();
-    Tensor loss_tokens = Tensor::empty({2}, {DType::f64, kCPU});
-    loss_tokens.data<double>()[0] = value * static_cast<double>(b.tgt_tokens);
-    loss_tokens.data<double>()[1] = static_cast<double>(b.tgt_tokens);
-    losses.add(loss_tokens);
+    // [loss x tokens, tokens], summed where the communicator works and read after the
+    // all-reduce: with nccl, no wait for the device here.
+    const Tensor tokens = full({1}, static_cast<double>(b.tgt_tokens), {DType::f64, loss.device()});
+    losses.add(cat({loss_times_tokens(loss, b.tgt_tokens).reshape({1}), tokens}, 0).to(comm_->device()));
   }
   // Every rank leaves the dropout stream where the next update starts: the saved state
   // does not depend on which micro-batch ran last here.
@@ -217,14 +224,16 @@ double Trainer::accumulate_data_parallel(const std::vector<Batch>& batches, int6
   // The reported loss in the tree over all micro-batches whatever --reduce says (two
   // numbers): equal printed losses at any world size.
   std::vector<Tensor> loss_sums = losses.subtree_sums();
-  for (Tensor& sum : loss_sums) sum = sum.to(comm_->device());
   Tensor loss_sum = loss_sums.back();
   comm_->all_reduce_tree(loss_sums, per_rank, loss_sum);
   loss_sum = loss_sum.to(kCPU);
   // The step waited for everything since reduce_start; the loss's all-reduce is communication too.
   reduce_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - reduce_start).count();
   communication_seconds_ = reducer_->communication_seconds() + (reduce_seconds_ - reducer_->exposed_seconds());
-  return loss_sum.data<double>()[0] / loss_sum.data<double>()[1];
+  // Every rank sees the same summed loss, so a non-finite one stops them all at this step.
+  const double value = loss_sum.data<double>()[0];
+  if (!std::isfinite(value)) diverged("the training loss", step, value);
+  return value / loss_sum.data<double>()[1];
 }
 
 double Trainer::evaluate(const std::vector<Batch>& batches) {

@@ -205,6 +205,7 @@ class Trainer {
   Moments optimizer_moments() const;
   // One micro-batch's mean label-smoothed loss per target token (the model's mode decides dropout).
   Tensor batch_loss(const Batch& host_batch);
+  static Tensor loss_times_tokens(const Tensor& loss, int64_t tokens);
   void zero_grad();  // every parameter's, owned or not
   // accumulate_gradients when data_parallel(): this rank's share of `batches` (the
   // global update), summed in the tree and across ranks into every parameter's .grad.
