@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Corpora of millions of pairs (issue 53): synthetic corpora made by repeating
+# Corpora of millions of pairs: synthetic corpora made by repeating
 # Multi30k's training set (each copy's pairs shuffled, a fixed seed; about half WMT's
 # sentence length, so tokens/s is quoted too), then for each size
 #   - `loom data prepare`: wall time, pairs/s and tokens/s, peak RSS;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel training costs (issue 24), one thread per rank:
+# Data-parallel training costs, one thread per rank:
 #   bench/dp.sh               loom's all-reduce (Reduce::exact, Reduce::fast) against Open MPI's own
 #                             MPI_Allreduce on the same float32 buffers, 4 KiB to 100 MiB, 2 ranks
 #   bench/dp.sh --ranks 4     at 4 ranks (any number: 3 has subtrees that straddle ranks)

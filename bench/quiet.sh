@@ -1,7 +1,7 @@
 # Sourced by the benchmarks: whether the machine stayed quiet while they ran, from the
 # CPU time other processes (and the hypervisor's steal) took, measured over the run
 # rather than guessed from the load average. A comparison against a peer taken while
-# something else ran is not quoted (README, Benchmarks).
+# something else ran is not quoted (docs/benchmarks.md).
 #   source bench/quiet.sh; quiet_start; ...the timed commands, in the foreground...; quiet_end
 # quiet_end prints one line and, when others took more than QUIET_MAX percent of the
 # cores (default 5), a NOT QUIET line, and returns 3.

@@ -21,7 +21,7 @@ make_corpus() {
 }
 
 # A scratch folder in $dir, removed at exit with the background loom in $pid (if any) killed;
-# training threads kept from spinning on a busy machine (README, Benchmarks).
+# training threads kept from spinning on a busy machine (docs/benchmarks.md).
 scratch_with_background_run() {
   dir=$(mktemp -d)
   pid=""

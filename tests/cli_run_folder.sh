@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# No run is ever lost (issue 27): a new run never overwrites a folder that holds a
+# No run is ever lost: a new run never overwrites a folder that holds a
 # run; one run at a time writes in a folder (a lock naming its holder); temporaries
 # of a writer that died are swept on start-up; a leftover vocabulary is reused only
 # for the same corpus and size; cheap checks come before any vocabulary is trained;

@@ -581,7 +581,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
           },
           "MINUTES"));
   cmd->callback([o, cmd, &exit_code] {
-    // Under mpirun (see README, Data-parallel training) each process is a rank; else "self".
+    // Under mpirun (see docs/training-at-scale.md) each process is a rank; else "self".
     const std::unique_ptr<dist::Communicator> comm = dist::make_communicator(o->communicator);
     if (o->collective_timeout >= 0) comm->set_timeout(o->collective_timeout * 60);
     if (comm->world_size() == 1) {

@@ -107,7 +107,7 @@ std::vector<std::vector<models::Hypothesis>> decode_batch(const TranslateOptions
   return hyps;
 }
 
-// A line's output: its translation, or (--nbest) one row per hypothesis (see README:
+// A line's output: its translation, or (--nbest) one row per hypothesis (see docs/decoding.md:
 // line, rank, score, log p, text).
 std::string format_line(models::Vocabulary& vocab, const std::vector<models::Hypothesis>& best, size_t line,
                         int64_t nbest) {

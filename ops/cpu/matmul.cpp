@@ -224,7 +224,7 @@ void blas_matmul(const Tensor& out, Tensor a, Tensor b, const Shape& batch, cons
         return lb.trans == CblasTrans ? detail::tiny_matmul_transposed(bm, bn, k, A, la.ld, B, lb.ld, C, n)
                                       : detail::tiny_matmul(bm, bn, k, A, la.ld, B, lb.ld, C, n);
       // Where oneDNN has AVX-512 code its float32 gemm beats OpenBLAS's per block
-      // (README, Benchmarks: most under an AVX2 OPENBLAS_CORETYPE); tiny products
+      // (docs/benchmarks.md: most under an AVX2 OPENBLAS_CORETYPE); tiny products
       // stay with sgemm, which starts faster.
       if (bm * bn * k >= kSmallOnednnProduct && onednn::f32_avx512_available())
         return onednn::gemm_f32(la.trans == CblasTrans, lb.trans == CblasTrans, bm, bn, k, A, la.ld, B, lb.ld, C, n);

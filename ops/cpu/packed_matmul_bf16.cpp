@@ -5,7 +5,7 @@
 // accumulators in registers, loads each panel's next 16 pairs once and broadcasts
 // each row's pair once for both panels (2 loads and 6 broadcasts feed 12
 // VDPBF16PS; one panel per tile needed 13 for 12, and ran 10-30% slower on most of
-// decoding's shapes in a microbenchmark on Zen 4, README, Benchmarks). The chain it computes is written out in
+// decoding's shapes in a microbenchmark on Zen 4, docs/benchmarks.md). The chain it computes is written out in
 // packed_matmul.h and, as the reference, in tests/test_matmul_precision.cpp.
 #include <omp.h>
 

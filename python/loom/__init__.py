@@ -112,7 +112,7 @@ clip = clamp
 # (the C++ op, and loom.ops.<name>, keep loom's: see docs/python.md's list of differences)
 
 def pow(input, exponent):
-    """input ** exponent, as torch.pow: either may be a number; a tensor exponent gets its gradient too."""
+    """``input ** exponent``, as torch.pow: either may be a number; a tensor exponent gets its gradient too."""
     if isinstance(input, Tensor):
         return input ** exponent
     if not isinstance(exponent, Tensor):
@@ -259,7 +259,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=False, create_graph=Fa
 
 
 class FunctionContext:
-    """What forward leaves for backward: ctx.save_for_backward(*tensors), ctx.saved_tensors,
+    """What forward leaves for backward: ``ctx.save_for_backward(*tensors)``, ``ctx.saved_tensors``,
     and any attribute (ctx.dim = dim)."""
 
     def save_for_backward(self, *tensors):
@@ -267,7 +267,7 @@ class FunctionContext:
 
 
 class Function:
-    """An op written in Python, as torch.autograd.Function:
+    """An op written in Python, as torch.autograd.Function::
 
         class Square(loom.Function):
             @staticmethod

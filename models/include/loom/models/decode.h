@@ -72,7 +72,7 @@ struct BeamOptions {
   // length is max_len: an exact bound, but with alpha near 1 or above it keeps
   // settled sentences decoding for many steps (penalty(max_len) is large). With
   // horizon H it is its length now + H: a heuristic. Default 6: on Multi30k val
-  // (en -> de, 3 models, alpha 0.6 and 1.4; README, Benchmarks) every translation is
+  // (en -> de, 3 models, alpha 0.6 and 1.4; docs/benchmarks.md) every translation is
   // the exact bound's and the decoder runs 42% fewer rows.
   int64_t horizon = 6;
 };
