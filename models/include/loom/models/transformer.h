@@ -32,18 +32,18 @@ struct TransformerConfig {
   bool pre_norm = false;
   double layer_norm_eps = 1e-6;
 
-  // Bounds validate() enforces: far above the paper's big model (213M
-  // parameters), far below sizes that overflow or exhaust a machine.
+  /// Bounds validate() enforces: far above the paper's big model (213M
+  /// parameters), far below sizes that overflow or exhaust a machine.
   static constexpr int64_t kMaxVocab = 1 << 24, kMaxWidth = 1 << 16, kMaxLayers = 1000, kMaxLen = 1 << 20;
   static constexpr double kMaxElements = 8e9;  // parameters + positional table: 32 GiB in float32
 
-  // The rates in effect: the field, or `dropout` where it is -1.
+  /// The rates in effect: the field, or `dropout` where it is -1.
   double attention_p() const { return attention_dropout < 0 ? dropout : attention_dropout; }
   double relu_p() const { return relu_dropout < 0 ? dropout : relu_dropout; }
 
   std::string to_json() const;
   static TransformerConfig from_json(const std::string& text);  // errors name the bad field
-  // Every field in its range, and the whole model below kMaxElements; errors name the field and its value.
+  /// Every field in its range, and the whole model below kMaxElements; errors name the field and its value.
   void validate() const;
   double approximate_elements() const;  // parameters and positional table, counted in double (no overflow)
 };
@@ -72,16 +72,16 @@ class EncoderLayer : public nn::Module {
   bool pre_norm_;
 };
 
-// What a decoder layer keeps between decoding steps, per row (hypothesis).
+/// What a decoder layer keeps between decoding steps, per row (hypothesis).
 struct DecoderLayerCache {
-  // Self-attention keys and values of the tokens fed so far, positions [0, length)
-  // of [N, heads, capacity, d_head] buffers; a step writes one position in place
-  // (capacity doubles when full), so a step costs O(1) copies, not O(length).
+  /// Self-attention keys and values of the tokens fed so far, positions [0, length)
+  /// of [N, heads, capacity, d_head] buffers; a step writes one position in place
+  /// (capacity doubles when full), so a step costs O(1) copies, not O(length).
   Tensor keys, values;
   int64_t length = 0;
-  // The encoder output's keys and values, projected once: [E, heads, S, d_head], one
-  // entry per N / E consecutive rows (a sentence's beams, which attend to it
-  // together: one copy per sentence, read once per step, not once per beam).
+  /// The encoder output's keys and values, projected once: [E, heads, S, d_head], one
+  /// entry per N / E consecutive rows (a sentence's beams, which attend to it
+  /// together: one copy per sentence, read once per step, not once per beam).
   nn::MultiHeadAttention::KeyValue source;
 };
 
@@ -89,9 +89,9 @@ class DecoderLayer : public nn::Module {
  public:
   DecoderLayer(const TransformerConfig& config, Generator& gen);
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& src_mask, const Tensor& tgt_mask);
-  // forward for the newest position only: x [N, 1, d_model] attends over the cached
-  // earlier positions (its own keys/values are appended to the cache) and the source.
-  // Inference only (no graph: the cache is written in place).
+  /// forward for the newest position only: x [N, 1, d_model] attends over the cached
+  /// earlier positions (its own keys/values are appended to the cache) and the source.
+  /// Inference only (no graph: the cache is written in place).
   Tensor step(const Tensor& x, DecoderLayerCache& cache, const Tensor& src_mask);
 
   nn::MultiHeadAttention self_attn, cross_attn;
@@ -107,11 +107,11 @@ class Transformer : public nn::Module {
  public:
   explicit Transformer(const TransformerConfig& config, Generator& gen = default_generator());
 
-  // src [B, S], tgt_in [B, T] int64 ids -> logits [B, T, tgt_vocab].
+  /// src [B, S], tgt_in [B, T] int64 ids -> logits [B, T, tgt_vocab].
   Tensor forward(const Tensor& src, const Tensor& tgt_in);
   Tensor operator()(const Tensor& src, const Tensor& tgt_in) { return forward(src, tgt_in); }
 
-  // The two halves, for decoding: encode once, decode step by step.
+  /// The two halves, for decoding: encode once, decode step by step.
   struct Encoded {
     Tensor memory;    // [B, S, d_model]
     Tensor src_mask;  // [B, 1, 1, S] bool, true at padding
@@ -119,15 +119,15 @@ class Transformer : public nn::Module {
   Encoded encode(const Tensor& src);
   Tensor decode(const Encoded& encoded, const Tensor& tgt_in);  // -> logits [B, T, tgt_vocab]
 
-  // Incremental decoding (inference: no graph is built; call in eval mode): the same logits as decode's last
-  // position, computing only the newest position of N rows (hypotheses), each
-  // continuing one sentence of the encoded batch.
+  /// Incremental decoding (inference: no graph is built; call in eval mode): the same logits as decode's last
+  /// position, computing only the newest position of N rows (hypotheses), each
+  /// continuing one sentence of the encoded batch.
   class DecoderState {
    public:
-    // Keep some rows: new row i continues old row rows[i] (beam search reorders
-    // rows and drops finished ones). Sources are re-gathered only when their
-    // sentences change: one per sentence while every sentence's rows are a run of
-    // the same length (beam search's beams), else one per row.
+    /// Keep some rows: new row i continues old row rows[i] (beam search reorders
+    /// rows and drops finished ones). Sources are re-gathered only when their
+    /// sentences change: one per sentence while every sentence's rows are a run of
+    /// the same length (beam search's beams), else one per row.
     void select(const std::vector<int64_t>& rows);
     int64_t rows() const { return static_cast<int64_t>(sentence_.size()); }
     int64_t fed() const { return fed_; }  // tokens fed so far, per row
@@ -142,7 +142,7 @@ class Transformer : public nn::Module {
     int64_t fed_ = 0;
   };
   DecoderState start_decoding(const Encoded& encoded);  // one row per sentence, nothing fed yet
-  // Feeds one token per row (int64 [N]) -> logits of each row's next token [N, tgt_vocab].
+  /// Feeds one token per row (int64 [N]) -> logits of each row's next token [N, tgt_vocab].
   Tensor decode_step(DecoderState& state, const Tensor& tokens);
 
   const TransformerConfig& config() const { return config_; }

@@ -23,34 +23,34 @@ class Module {
   Module& operator=(const Module&) = delete;
   virtual ~Module() = default;
 
-  // Every parameter of this module and its descendants, in registration order,
-  // depth first, each tensor once (a parameter shared by two layers is listed
-  // under its first name).
+  /// Every parameter of this module and its descendants, in registration order,
+  /// depth first, each tensor once (a parameter shared by two layers is listed
+  /// under its first name).
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<Tensor> parameters() const;
   int64_t parameter_count() const;  // elements, not tensors
-  // The child modules, with their dotted names relative to this one.
+  /// The child modules, with their dotted names relative to this one.
   std::vector<std::pair<std::string, const Module*>> named_children() const;
 
-  // Training mode (dropout on) for this module and all below it.
+  /// Training mode (dropout on) for this module and all below it.
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // Drops every parameter's .grad (the next backward starts from zero).
+  /// Drops every parameter's .grad (the next backward starts from zero).
   void zero_grad();
 
-  // Moves every parameter and buffer of this module and its descendants to
-  // `device` (copies; a parameter shared by two layers stays shared). Build a
-  // model, then move it, then make its optimizer.
+  /// Moves every parameter and buffer of this module and its descendants to
+  /// `device` (copies; a parameter shared by two layers stays shared). Build a
+  /// model, then move it, then make its optimizer.
   void to(Device device);
 
  protected:
-  // Registers `value` as a trainable parameter named `name` and returns it
-  // (requires_grad set), to be stored in the member the registry points at.
+  /// Registers `value` as a trainable parameter named `name` and returns it
+  /// (requires_grad set), to be stored in the member the registry points at.
   Tensor& register_parameter(const std::string& name, Tensor& member, Tensor value);
-  // Registers `value` as non-trainable state (e.g. the positional-encoding
-  // table) that to(device) moves with the parameters.
+  /// Registers `value` as non-trainable state (e.g. the positional-encoding
+  /// table) that to(device) moves with the parameters.
   Tensor& register_buffer(const std::string& name, Tensor& member, Tensor value);
   template <typename M>
   M& register_module(const std::string& name, M& child) {
@@ -72,10 +72,10 @@ class Module {
   bool training_ = true;
 };
 
-// Eval mode (no dropout) for a scope, as inference wants: the modules that were
-// training go back to training mode at its end, also when an error leaves early.
-// Modules already in eval mode are never written, so threads that each hold a guard
-// over one shared model (loom translate's workers) do not race on its mode.
+/// Eval mode (no dropout) for a scope, as inference wants: the modules that were
+/// training go back to training mode at its end, also when an error leaves early.
+/// Modules already in eval mode are never written, so threads that each hold a guard
+/// over one shared model (loom translate's workers) do not race on its mode.
 class EvalModeGuard {
  public:
   template <typename M>
