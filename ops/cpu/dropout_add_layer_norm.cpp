@@ -11,11 +11,6 @@ namespace loom {
 
 namespace {
 
-template <typename T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 template <typename T, bool kFast>
 void dropout_add_layer_norm_kernel(const Tensor& out, const Tensor& h, const Tensor& stats, const Tensor& mask,
                                    const Tensor& x, const Tensor& s, const Tensor& weight, const Tensor& bias,
@@ -24,8 +19,9 @@ void dropout_add_layer_norm_kernel(const Tensor& out, const Tensor& h, const Ten
   (kFast ? detail::dropout_add_fast<T> : detail::dropout_add_reference<T>)(h.data<T>(), words, x.data<T>(), s.data<T>(),
                                                                            x.numel(), draw);
   (kFast ? detail::layer_norm_rows_fast<T>
-         : detail::layer_norm_rows_reference<T>)(out.data<T>(), stats.data<T>(), h.data<T>(), data_or_null<T>(weight),
-                                                 data_or_null<T>(bias), detail::row_shape(h), eps);
+         : detail::layer_norm_rows_reference<T>)(out.data<T>(), stats.data<T>(), h.data<T>(),
+                                                 detail::data_or_null<T>(weight), detail::data_or_null<T>(bias),
+                                                 detail::row_shape(h), eps);
 }
 
 }  // namespace

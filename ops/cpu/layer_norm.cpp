@@ -19,6 +19,7 @@ namespace loom {
 
 namespace {
 
+using detail::data_or_null;
 using detail::RowShape;
 
 template <typename T>
@@ -49,10 +50,6 @@ RowStats<double> reference_row_stats(const T* xr, int64_t n, double eps) {
   return {mean, 1.0 / std::sqrt(var + eps)};
 }
 
-template <typename T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
 template <typename T>
 T* mutable_data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;

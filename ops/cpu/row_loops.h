@@ -28,6 +28,12 @@ void parallel_rows(int64_t rows, int64_t size, Body body) {
   for (int64_t r = 0; r < rows; ++r) body(r);
 }
 
+// An optional tensor's elements (a layer norm's weight or bias), or null when it is undefined.
+template <typename T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
 template <typename T>
 inline constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
