@@ -11,6 +11,16 @@
 
 namespace loom::testing {
 
+// Built with AddressSanitizer (gcc says __SANITIZE_ADDRESS__, clang __has_feature):
+// a few suites then run the same code on less work (the release run proves the results).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+inline constexpr bool kSanitized = __has_feature(address_sanitizer);
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // The message of the loom::Error that fn throws, or "(no error)".
 inline std::string error_of(const std::function<void()>& fn) {
   try {

@@ -13,6 +13,7 @@
 #include "loom/gradcheck.h"
 #include "loom/kernel_table.h"
 #include "loom/ops.h"
+#include "helpers.h"
 #include "loom/standin.h"
 
 using namespace loom;
@@ -46,6 +47,9 @@ Tensor square_with(const Tensor& x, std::function<Tensor(const Tensor& x, const 
 }  // namespace
 
 TEST_CASE("every registered op passes its whole test matrix") {
+  // Under a sanitizer the gradient rows run in fast mode: every forward and backward
+  // kernel still runs, on a fraction of the work (the release run checks whole Jacobians).
+  const GradcheckOptions options{.fast_mode = testing::kSanitized};
   enable_standin_device();  // adds the device rows: every op on the stand-in device against the CPU
   const auto& ops = registered_ops();
   REQUIRE(!ops.empty());
@@ -54,7 +58,7 @@ TEST_CASE("every registered op passes its whole test matrix") {
   const size_t devices = gpu ? 2 : 1;
   for (const OpInfo& op : ops) {
     SUBCASE(op.name.c_str()) {
-      auto results = check_op(op);
+      auto results = check_op(op, options);
       CHECK(!results.empty());
       for (const auto& r : results) {
         INFO(describe(r));
@@ -209,10 +213,11 @@ TEST_CASE("docs/adding-an-op.md: the fused op it adds, bias_gelu, is registered,
 }
 
 TEST_CASE("tolerances are the documented, fixed ones") {
-  GradcheckTolerance tol;
+  GradcheckOptions tol;
   CHECK(tol.eps == 1e-6);
   CHECK(tol.atol == 1e-5);
   CHECK(tol.rtol == 1e-3);
+  CHECK(!tol.fast_mode);
 }
 
 TEST_CASE("negative control: a wrong backward formula fails gradcheck") {
@@ -221,22 +226,48 @@ TEST_CASE("negative control: a wrong backward formula fails gradcheck") {
       .call = [](const OpArgs& x) { return square_with(x[0], [](const Tensor& x, const Tensor& g) { return g * x; }); },
       .samples = {unary_sample({3, 4})},
   };
-  auto results = check_op(bad);
-  CHECK(any_failed(results, "gradcheck"));
-  CHECK(any_failed(results, "noncontiguous"));
-  CHECK(any_failed(results, "broadcast"));
-  // The failure says where: which output, which input element, and both values.
-  for (const auto& r : results)
-    if (r.check == "gradcheck") CHECK(r.message.find("analytic") != std::string::npos);
+  for (bool fast : {false, true}) {
+    CAPTURE(fast);
+    auto results = check_op(bad, {.fast_mode = fast});
+    CHECK(any_failed(results, "gradcheck"));
+    CHECK(any_failed(results, "noncontiguous"));
+    CHECK(any_failed(results, "broadcast"));
+    // The failure says where: which output, which input element, and both values.
+    for (const auto& r : results)
+      if (r.check == "gradcheck") CHECK(r.message.find("analytic") != std::string::npos);
+  }
 
   OpInfo good = bad;
   good.name = "good_square";
   good.call = [](const OpArgs& x) {
     return square_with(x[0], [](const Tensor& x, const Tensor& g) { return g * x * 2.0; });
   };
-  for (const auto& r : check_op(good)) {
-    INFO(describe(r));
-    CHECK(r.passed);
+  for (bool fast : {false, true})
+    for (const auto& r : check_op(good, {.fast_mode = fast})) {
+      INFO(describe(r));
+      CHECK(r.passed);
+    }
+}
+
+TEST_CASE("negative control: fast mode fails a gradient wrong in one element of twelve") {
+  // 2*g*x with element 5 of the gradient off by 0.05: one Jacobian entry of 144. Fast
+  // mode's rtol applies to the whole projection, so it misses an entry off by less
+  // (1e-3 passes it here; the whole Jacobian catches that too).
+  OpInfo off_by_one{
+      .name = "one_wrong_square",
+      .call =
+          [](const OpArgs& x) {
+            return square_with(x[0], [](const Tensor& x, const Tensor& g) {
+              std::vector<double> delta(12, 0.0);
+              delta[5] = 0.05;
+              return g * x * 2.0 + from_vector(delta, {3, 4}, {DType::f64});
+            });
+          },
+      .samples = {unary_sample({3, 4})},
+  };
+  for (bool fast : {false, true}) {
+    CAPTURE(fast);
+    CHECK(any_failed(check_op(off_by_one, {.fast_mode = fast}), "gradcheck"));
   }
 }
 
@@ -250,9 +281,12 @@ TEST_CASE("negative control: a backward that is right but not differentiable fai
           },
       .samples = {unary_sample({3, 4})},
   };
-  auto results = check_op(frozen);
-  CHECK(all_passed(results, "gradcheck"));
-  CHECK(any_failed(results, "gradgradcheck"));
+  for (bool fast : {false, true}) {
+    CAPTURE(fast);
+    auto results = check_op(frozen, {.fast_mode = fast});
+    CHECK(all_passed(results, "gradcheck"));
+    CHECK(any_failed(results, "gradgradcheck"));
+  }
 }
 
 TEST_CASE("negative control: a kernel that ignores strides fails the non-contiguous check") {

@@ -73,7 +73,7 @@ std::string matrices_side_by_side(const JacobianCheck& j, size_t block, int64_t 
 }
 
 std::string verdict(const CheckResult& r) {
-  GradcheckTolerance tol;
+  GradcheckOptions tol;
   return fmt::format("max abs error {:.3e}, max rel error {:.3e}: {} (|analytic - numeric| <= {:g} + {:g}*|numeric|){}",
                      r.max_abs_error, r.max_rel_error, r.passed ? "pass" : "FAIL", tol.atol, tol.rtol,
                      r.passed ? "" : "\n  first failure: " + r.message);
@@ -104,7 +104,7 @@ std::string format_explanation(const Explanation& e, const ExplainFormat& format
     return out;
   }
   const JacobianCheck& j = *e.first;
-  GradcheckTolerance tol;
+  GradcheckOptions tol;
   out += fmt::format(
       "\nJacobian dy/dinput: row r = output element r (flat), column c = input element c; numeric = "
       "(f(x + {:g}) - f(x - {:g})) / {:g}\n",

@@ -9,6 +9,7 @@
 #include "loom/kernel_table.h"
 #include "loom/ops.h"
 #include "loom/philox.h"
+#include "loom/random.h"
 
 namespace loom {
 
@@ -35,7 +36,7 @@ std::vector<Tensor> evaluate(const MultiFn& fn, const std::vector<Tensor>& input
   return out;
 }
 
-void compare(CheckResult& result, double analytic, double numeric, const GradcheckTolerance& tol,
+void compare(CheckResult& result, double analytic, double numeric, const GradcheckOptions& tol,
              const std::string& where) {
   double abs_err = std::abs(analytic - numeric);
   double rel_err = abs_err / std::max(std::abs(numeric), 1e-12);
@@ -54,7 +55,7 @@ Tensor element_view(const Tensor& t, int64_t i) {
 
 }  // namespace
 
-JacobianCheck jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
+JacobianCheck jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckOptions tol) {
   JacobianCheck check;
   CheckResult& result = check.result;
   result.check = "gradcheck";
@@ -119,8 +120,82 @@ JacobianCheck jacobian_check(const MultiFn& fn, const std::vector<Tensor>& input
   return check;
 }
 
-CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
-  return jacobian_check(fn, inputs, tol).result;
+namespace {
+
+// Writes values (logical order) into t outside autograd; t may be strided, on any device.
+void assign(const Tensor& t, const std::vector<double>& values) {
+  NoGradGuard no_grad;
+  copy_(t, from_vector(values, t.shape(), {DType::f64}).to(t.device()));
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// Fast mode (GradcheckOptions::fast_mode): per differentiable input j, (J_j^T v) . u_j
+// from one backward pass against v . (f(x + eps u_j) - f(x - eps u_j)) / 2 eps.
+CheckResult projected_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckOptions tol) {
+  CheckResult result;
+  result.check = "gradcheck";
+  std::vector<Tensor> diff;
+  for (const Tensor& t : inputs)
+    if (is_differentiable_input(t)) {
+      LOOM_CHECK(t.dtype() == DType::f64, "gradcheck: differentiable inputs must be float64, got {}",
+                 dtype_name(t.dtype()));
+      diff.push_back(t);
+    }
+  // v and u uniform in [0, 1) as PyTorch draws them (u then scaled to unit length):
+  // positive weights, so the summed tolerance cannot cancel.
+  Generator gen(0x5eed);
+  const std::vector<Tensor> outputs = evaluate(fn, inputs);
+  std::vector<Tensor> roots, seeds;
+  std::vector<double> v;  // every output's weights, concatenated as flat_values concatenates the outputs
+  for (const Tensor& out : outputs) {
+    if (!out.defined()) continue;
+    Tensor weights = rand(out.shape(), {DType::f64}, gen);
+    auto w = weights.to_vector<double>();
+    v.insert(v.end(), w.begin(), w.end());
+    if (!out.requires_grad()) continue;
+    roots.push_back(out);
+    seeds.push_back(to_dtype(weights, out.dtype()).to(out.device()));
+  }
+  std::vector<Tensor> vjp(diff.size());
+  if (!roots.empty() && !diff.empty())
+    vjp = grad(roots, diff, seeds, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+  double sum_v = 0;
+  for (double w : v) sum_v += w;
+  for (size_t j = 0; j < diff.size(); ++j) {
+    std::vector<double> u = rand(diff[j].shape(), {DType::f64}, gen).to_vector<double>();
+    const double norm = std::sqrt(dot(u, u));
+    double sum_u = 0;
+    for (double& e : u) sum_u += (e /= norm);
+    const double analytic = vjp[j].defined() ? dot(host_values(vjp[j]), u) : 0.0;
+    const std::vector<double> originals = host_values(diff[j]);
+    auto moved = [&](double step) {
+      std::vector<double> x = originals;
+      for (size_t e = 0; e < x.size(); ++e) x[e] += step * u[e];
+      return x;
+    };
+    assign(diff[j], moved(tol.eps));
+    const std::vector<double> plus = flat_values(evaluate(fn, inputs));
+    assign(diff[j], moved(-tol.eps));
+    const std::vector<double> minus = flat_values(evaluate(fn, inputs));
+    assign(diff[j], originals);
+    double numeric = 0;
+    for (size_t row = 0; row < v.size(); ++row) numeric += v[row] * (plus[row] - minus[row]) / (2 * tol.eps);
+    GradcheckOptions summed = tol;
+    summed.atol = tol.atol * sum_u * sum_v;
+    compare(result, analytic, numeric, summed, fmt::format("v . d output / d input{} . u", j));
+  }
+  return result;
+}
+
+}  // namespace
+
+CheckResult gradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckOptions tol) {
+  return tol.fast_mode ? projected_check(fn, inputs, tol) : jacobian_check(fn, inputs, tol).result;
 }
 
 BackwardProblem backward_problem(const MultiFn& fn, const std::vector<Tensor>& inputs) {
@@ -158,7 +233,7 @@ BackwardProblem backward_problem(const MultiFn& fn, const std::vector<Tensor>& i
   return problem;
 }
 
-JacobianCheck gradgrad_jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
+JacobianCheck gradgrad_jacobian_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckOptions tol) {
   BackwardProblem problem = backward_problem(fn, inputs);
   JacobianCheck check = jacobian_check(problem.fn, problem.inputs, tol);
   check.result.check = "gradgradcheck";
@@ -166,8 +241,13 @@ JacobianCheck gradgrad_jacobian_check(const MultiFn& fn, const std::vector<Tenso
   return check;
 }
 
-CheckResult gradgradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckTolerance tol) {
-  return gradgrad_jacobian_check(fn, inputs, tol).result;
+CheckResult gradgradcheck(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckOptions tol) {
+  if (!tol.fast_mode) return gradgrad_jacobian_check(fn, inputs, tol).result;
+  BackwardProblem problem = backward_problem(fn, inputs);
+  CheckResult result = projected_check(problem.fn, problem.inputs, tol);
+  result.check = "gradgradcheck";
+  if (problem.cotangents == 0) result.message = "no differentiable output";
+  return result;
 }
 
 }  // namespace loom

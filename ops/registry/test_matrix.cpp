@@ -195,8 +195,9 @@ constexpr double kFloat32Tolerance = 1e-5;
 // is a failed result naming the exception).
 class SampleChecks {
  public:
-  SampleChecks(const OpInfo& op, size_t s, std::vector<CheckResult>& results)
+  SampleChecks(const OpInfo& op, size_t s, GradcheckOptions options, std::vector<CheckResult>& results)
       : op_(op),
+        options_(options),
         sample_(op.samples[s]),
         call_(sample_call(op, sample_)),
         composed_(sample_.composed ? sample_.composed
@@ -209,8 +210,8 @@ class SampleChecks {
 
   void derivatives() {
     if (!op_.differentiable) return;
-    guarded("gradcheck", [&] { return gradcheck(fn_, leaves_); });
-    if (op_.gradgrad) guarded("gradgradcheck", [&] { return gradgradcheck(fn_, leaves_); });
+    guarded("gradcheck", [&] { return gradcheck(fn_, leaves_, options_); });
+    if (op_.gradgrad) guarded("gradgradcheck", [&] { return gradgradcheck(fn_, leaves_, options_); });
   }
 
   // Fast kernels against the plain reference kernels: values and gradients; then the
@@ -269,7 +270,7 @@ class SampleChecks {
       CheckResult r = compare_outputs("noncontiguous", {call_(leaves_).detach()}, {call_(strided_leaves).detach()},
                                       kSameMathTolerance);
       if (r.passed && op_.differentiable) {
-        CheckResult g = gradcheck(fn_, strided_leaves);
+        CheckResult g = gradcheck(fn_, strided_leaves, options_);
         g.check = "noncontiguous";
         return g;
       }
@@ -299,7 +300,7 @@ class SampleChecks {
           full.push_back(args[i].shape() == full_shapes[i] ? args[i] : expand(args[i], full_shapes[i]));
         return std::vector<Tensor>{call(full)};
       };
-      CheckResult r = gradcheck(expanded_fn, small_leaves);
+      CheckResult r = gradcheck(expanded_fn, small_leaves, options_);
       r.check = "broadcast";
       return r;
     });
@@ -322,6 +323,7 @@ class SampleChecks {
   }
 
   const OpInfo& op_;
+  const GradcheckOptions options_;
   const Sample& sample_;
   const OpCall call_, composed_;
   const MultiFn fn_;
@@ -332,10 +334,10 @@ class SampleChecks {
 
 }  // namespace
 
-std::vector<CheckResult> check_op(const OpInfo& op) {
+std::vector<CheckResult> check_op(const OpInfo& op, GradcheckOptions options) {
   std::vector<CheckResult> results;
   for (size_t s = 0; s < op.samples.size(); ++s) {
-    SampleChecks checks(op, s, results);
+    SampleChecks checks(op, s, options, results);
     checks.derivatives();
     checks.reference();
     checks.devices();

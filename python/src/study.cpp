@@ -52,17 +52,18 @@ MultiFn multi_fn(py::function fn) {
   };
 }
 
-using Checker = CheckResult (*)(const MultiFn&, const std::vector<Tensor>&, GradcheckTolerance);
+using Checker = CheckResult (*)(const MultiFn&, const std::vector<Tensor>&, GradcheckOptions);
 
 template <Checker check>
-bool run_check(py::function fn, const py::object& inputs, double eps, double atol, double rtol, bool raise_exception) {
+bool run_check(py::function fn, const py::object& inputs, double eps, double atol, double rtol, bool raise_exception,
+               bool fast_mode) {
   std::vector<Tensor> args =
       py::isinstance<Tensor>(inputs) ? std::vector<Tensor>{inputs.cast<Tensor>()} : inputs.cast<std::vector<Tensor>>();
   CheckResult result;
   {
     MultiFn f = multi_fn(std::move(fn));
     ReleasedCall during;  // the GIL released, Ctrl-C stops it
-    result = check(f, args, {eps, atol, rtol});
+    result = check(f, args, {eps, atol, rtol, fast_mode});
   }
   if (!result.passed && raise_exception)
     throw Error(fmt::format("{} failed: max abs error {:.3e}, max rel error {:.3e}: {}", result.check,
@@ -129,11 +130,12 @@ struct Trace {
 
 void bind_study(py::module_& m) {
   m.def("gradcheck", &run_check<gradcheck>, py::arg("fn"), py::arg("inputs"), py::kw_only(), py::arg("eps") = 1e-6,
-        py::arg("atol") = 1e-5, py::arg("rtol") = 1e-3, py::arg("raise_exception") = true,
-        "backward's Jacobian of fn against central differences (float64 inputs that require grad)");
+        py::arg("atol") = 1e-5, py::arg("rtol") = 1e-3, py::arg("raise_exception") = true, py::arg("fast_mode") = false,
+        "backward's Jacobian of fn against central differences (float64 inputs that require grad); fast_mode: "
+        "one random projection v.J.u per input, as torch.autograd.gradcheck(fast_mode=True)");
   m.def("gradgradcheck", &run_check<gradgradcheck>, py::arg("fn"), py::arg("inputs"), py::kw_only(),
         py::arg("eps") = 1e-6, py::arg("atol") = 1e-5, py::arg("rtol") = 1e-3, py::arg("raise_exception") = true,
-        "gradcheck of fn's backward itself: the second derivative");
+        py::arg("fast_mode") = false, "gradcheck of fn's backward itself: the second derivative");
   m.def("_explain", &explain_op, py::arg("op"), py::arg("sample") = py::none());
   m.def(
       "_sample_inputs",

@@ -62,6 +62,14 @@ def test_gradcheck_passes_a_right_backward_and_catches_a_wrong_one():
         loom.gradcheck(WrongCube.apply, [leaf(5)])
 
 
+def test_gradcheck_fast_mode_as_torch_s():
+    # One random projection per input, torch.autograd.gradcheck(fast_mode=True)'s check.
+    assert loom.gradcheck(Cube.apply, [leaf(5)], fast_mode=True)
+    assert loom.gradgradcheck(Cube.apply, [leaf(5)], fast_mode=True)
+    assert loom.gradcheck(lambda x: ScaledSoftmax.apply(x, 0.7), [leaf((3, 4))], fast_mode=True)
+    assert not loom.gradcheck(WrongCube.apply, [leaf(5)], raise_exception=False, fast_mode=True)
+
+
 def test_a_backward_returning_the_wrong_count_is_named():
     class Bad(loom.Function):
         @staticmethod
