@@ -17,6 +17,18 @@ namespace {
 
 bool is_differentiable_input(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
+// The inputs that require grad, which must be float64.
+std::vector<Tensor> differentiable_inputs(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> diff;
+  for (const Tensor& t : inputs)
+    if (is_differentiable_input(t)) {
+      LOOM_CHECK(t.dtype() == DType::f64, "gradcheck: differentiable inputs must be float64, got {}",
+                 dtype_name(t.dtype()));
+      diff.push_back(t);
+    }
+  return diff;
+}
+
 // A tensor's values on the host, from any device.
 std::vector<double> host_values(const Tensor& t) { return t.to(kCPU).to_vector<double>(); }
 
@@ -59,13 +71,7 @@ JacobianCheck jacobian_check(const MultiFn& fn, const std::vector<Tensor>& input
   JacobianCheck check;
   CheckResult& result = check.result;
   result.check = "gradcheck";
-  std::vector<Tensor> diff;
-  for (const Tensor& t : inputs)
-    if (is_differentiable_input(t)) {
-      LOOM_CHECK(t.dtype() == DType::f64, "gradcheck: differentiable inputs must be float64, got {}",
-                 dtype_name(t.dtype()));
-      diff.push_back(t);
-    }
+  const std::vector<Tensor> diff = differentiable_inputs(inputs);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (is_differentiable_input(inputs[i])) check.columns.push_back({i, inputs[i].numel()});
   std::vector<Tensor> outputs = evaluate(fn, inputs);
@@ -139,13 +145,7 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 CheckResult projected_check(const MultiFn& fn, const std::vector<Tensor>& inputs, GradcheckOptions tol) {
   CheckResult result;
   result.check = "gradcheck";
-  std::vector<Tensor> diff;
-  for (const Tensor& t : inputs)
-    if (is_differentiable_input(t)) {
-      LOOM_CHECK(t.dtype() == DType::f64, "gradcheck: differentiable inputs must be float64, got {}",
-                 dtype_name(t.dtype()));
-      diff.push_back(t);
-    }
+  const std::vector<Tensor> diff = differentiable_inputs(inputs);
   // v and u uniform in [0, 1) as PyTorch draws them (u then scaled to unit length):
   // positive weights, so the summed tolerance cannot cancel.
   Generator gen(0x5eed);
