@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 
 #include "loom/backend.h"
 #include "loom/kernel_table.h"
@@ -135,9 +136,7 @@ void assign(const Tensor& t, const std::vector<double>& values) {
 }
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double sum = 0;
-  for (size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
-  return sum;
+  return std::inner_product(a.begin(), a.end(), b.begin(), 0.0);
 }
 
 // Fast mode (GradcheckOptions::fast_mode): per differentiable input j, (J_j^T v) . u_j
@@ -164,8 +163,7 @@ CheckResult projected_check(const MultiFn& fn, const std::vector<Tensor>& inputs
   std::vector<Tensor> vjp(diff.size());
   if (!roots.empty() && !diff.empty())
     vjp = grad(roots, diff, seeds, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
-  double sum_v = 0;
-  for (double w : v) sum_v += w;
+  const double sum_v = std::accumulate(v.begin(), v.end(), 0.0);
   for (size_t j = 0; j < diff.size(); ++j) {
     std::vector<double> u = rand(diff[j].shape(), {DType::f64}, gen).to_vector<double>();
     const double norm = std::sqrt(dot(u, u));
