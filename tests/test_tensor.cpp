@@ -42,7 +42,8 @@ TEST_CASE("explicit casts between the four dtypes") {
   CHECK(x.to(f32).dtype() == f32);
 }
 
-TEST_CASE("bfloat16: round to nearest even, NaN and infinity kept, printing, no arithmetic without a kernel") {
+TEST_CASE(
+    "bfloat16: round to nearest even, NaN and infinity kept, printing, arithmetic in float32, none without a kernel") {
   // 1 + 2^-8 lies halfway between bf16 neighbours 1 and 1 + 2^-7: ties go to the even one (1).
   CHECK(bfloat16(1.0f + 0x1p-8f).bits == 0x3f80);
   // 1 + 3*2^-8 lies halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even): rounds up.
@@ -63,9 +64,14 @@ TEST_CASE("bfloat16: round to nearest even, NaN and infinity kept, printing, no 
   CHECK(to_dtype(b, i64).to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3, 0});
   CHECK(tensor({0.5, 2.0}, bf16).str() == "tensor([0.5000, 2.0000], dtype=bfloat16)");
   CHECK(full({2}, 3.0, {bf16}).to_vector<float>() == std::vector<float>{3.0f, 3.0f});
+  // Elementwise arithmetic: float32's on the widened values, rounded once.
+  Tensor sum = b + tensor({0x1p-9, 0.0, 1.0, 1.0}, bf16);
+  CHECK(sum.dtype() == bf16);
+  CHECK(to_dtype(sum, f32).to_vector<float>() ==
+        std::vector<float>{1.0f, -2.5f, 4.0f, static_cast<float>(bfloat16(1.0f + float(bfloat16(1e-3f))))});
   std::string message;
   try {
-    (void)(b + b);
+    (void)b.logsumexp();
   } catch (const Error& e) {
     message = e.what();
   }

@@ -64,8 +64,7 @@ LOOM_KERNELS(cuda_elementwise) {
   LOOM_BINARY_OPS(LOOM_CUDA_REGISTER)
   LOOM_COMPARE_OPS(LOOM_CUDA_REGISTER)
 #undef LOOM_CUDA_REGISTER
-  register_where_and_copy(All{});
-  register_kernel<kernels::CopyKernel>("copy", DeviceType::cuda, DType::bf16, copy<bfloat16>);
+  register_where_and_copy(StorageTypes{});
 }
 
 }  // namespace loom::cuda

@@ -69,9 +69,10 @@ void run_binary(const Strided<3>& s, void* out, const void* a, const void* b, F 
 template <typename T>
 void launch_unary(UnaryOp op, const Strided<2>& s, void* out, const void* x, double a, double b, cudaStream_t stream) {
   switch (op) {
-#define LOOM_CUDA_CASE(name, functor, types)                                                                        \
-  case UnaryOp::name:                                                                                               \
-    if constexpr (contains<T>(types{})) return run_unary<T, T>(s, out, x, with_scalars<fn::functor>(a, b), stream); \
+#define LOOM_CUDA_CASE(name, functor, types)                                                       \
+  case UnaryOp::name:                                                                              \
+    if constexpr (contains<T>(types{}))                                                            \
+      return run_unary<T, T>(s, out, x, fn::math_for<T>(with_scalars<fn::functor>(a, b)), stream); \
     break;
     LOOM_UNARY_OPS(LOOM_CUDA_CASE)
 #undef LOOM_CUDA_CASE
@@ -82,15 +83,16 @@ void launch_unary(UnaryOp op, const Strided<2>& s, void* out, const void* x, dou
 template <typename T>
 void launch_binary(BinaryOp op, const Strided<3>& s, void* out, const void* a, const void* b, cudaStream_t stream) {
   switch (op) {
-#define LOOM_CUDA_CASE(name, functor, types)                                                          \
-  case BinaryOp::name:                                                                                \
-    if constexpr (contains<T>(types{})) return run_binary<T, T>(s, out, a, b, fn::functor{}, stream); \
+#define LOOM_CUDA_CASE(name, functor, types)                                                                           \
+  case BinaryOp::name:                                                                                                 \
+    if constexpr (contains<T>(types{})) return run_binary<T, T>(s, out, a, b, fn::math_for<T>(fn::functor{}), stream); \
     break;
     LOOM_BINARY_OPS(LOOM_CUDA_CASE)
 #undef LOOM_CUDA_CASE
-#define LOOM_CUDA_CASE(name, functor, types)                                                             \
-  case BinaryOp::name:                                                                                   \
-    if constexpr (contains<T>(types{})) return run_binary<bool, T>(s, out, a, b, fn::functor{}, stream); \
+#define LOOM_CUDA_CASE(name, functor, types)                                            \
+  case BinaryOp::name:                                                                  \
+    if constexpr (contains<T>(types{}))                                                 \
+      return run_binary<bool, T>(s, out, a, b, fn::math_for<T>(fn::functor{}), stream); \
     break;
     LOOM_COMPARE_OPS(LOOM_CUDA_CASE)
 #undef LOOM_CUDA_CASE
@@ -121,7 +123,7 @@ void launch_cast(ElementType to, const Strided<2>& s, void* out, const void* x, 
   template void launch_where<T>(const Strided<4>&, void*, const void*, const void*, const void*, cudaStream_t); \
   template void launch_cast<T>(ElementType, const Strided<2>&, void*, const void*, cudaStream_t);
 LOOM_CUDA_FOR_EACH_TYPE(LOOM_CUDA_INSTANTIATE)
+LOOM_CUDA_INSTANTIATE(bfloat16)
 #undef LOOM_CUDA_INSTANTIATE
-template void launch_cast<bfloat16>(ElementType, const Strided<2>&, void*, const void*, cudaStream_t);
 
 }  // namespace loom::cuda

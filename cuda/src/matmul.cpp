@@ -6,7 +6,7 @@
 // (loom::cuda::set_tf32_enabled, LOOM_CUDA_TF32=1); bf16 ones for the bfloat16
 // dtype and for float32 in bf16 matmul precision (operands rounded here first).
 // The linear op's kernel is the product and then its bias, added in place (float32
-// and float64; bfloat16 operands with a float32 bias and result).
+// and float64; bfloat16 operands with a float32 bias and result, or all bfloat16).
 #include <algorithm>
 #include <climits>
 
@@ -169,10 +169,29 @@ void linear(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor&
   matmul<T>(out, x, w_t);
   add_bias_in_place<T>(out, bias);
 }
-// bfloat16 operands (bf16 precision's rounded-once products), float32 bias and result.
+// out (dense) = t converted to out's dtype.
+void convert_into(const Tensor& out, const Tensor& t, cudaStream_t stream) {
+  dispatch_element_type(element_type(t.dtype()), [&](auto tag) {
+    launch_cast<typename decltype(tag)::type>(element_type(out.dtype()),
+                                              strided<2>("linear", t.shape(), {out.strides(), t.strides()}),
+                                              out.raw_data(), t.raw_data(), stream);
+  });
+}
+// bfloat16 operands: bf16 precision's rounded-once products (float32 bias and
+// result), or mixed precision's all bfloat16, where the bias joins the float32 sums
+// before their one rounding, as on the CPU (three passes: cuBLASLt's bias epilogue would be one).
 void linear_bf16(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
-  matmul<bfloat16>(out, x, w_t);
-  add_bias_in_place<float>(out, bias);
+  if (out.dtype() == DType::f32) {
+    matmul<bfloat16>(out, x, w_t);
+    return add_bias_in_place<float>(out, bias);
+  }
+  OnDevice on(out);
+  Tensor sums = Tensor::empty(out.shape(), {DType::f32, out.device()});
+  Tensor bias32 = Tensor::empty(bias.shape(), {DType::f32, out.device()});
+  matmul<bfloat16>(sums, x, w_t);
+  convert_into(bias32, bias, on.stream());
+  add_bias_in_place<float>(sums, bias32);
+  convert_into(out, sums, on.stream());
 }
 
 }  // namespace

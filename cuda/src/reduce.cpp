@@ -57,7 +57,7 @@ void register_reduction(std::string_view op, TypeList<Ts...>) {
 }  // namespace
 
 LOOM_KERNELS(cuda_reductions) {
-  register_reduction<Reduction::sum>("sum", Numeric{});
+  register_reduction<Reduction::sum>("sum", NumericTypesBf16{});
   register_reduction<Reduction::amax>("amax", Numeric{});
   register_reduction<Reduction::amin>("amin", Numeric{});
   register_reduction<Reduction::argmax>("argmax", Numeric{});

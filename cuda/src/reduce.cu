@@ -4,6 +4,7 @@
 
 #include "block_reduce.cuh"
 #include "kernel_errors.h"
+#include "loom/bfloat16.h"
 #include "reduce_launch.h"
 
 namespace loom::cuda {
@@ -15,7 +16,7 @@ namespace {
 // (ops/cpu/sum.cpp, amax.cpp, ...) in device form.
 template <typename T>
 struct SumReducer {
-  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;  // bfloat16 too: in double
   using Out = T;
   __device__ Acc init() const { return Acc(0); }
   __device__ void add(Acc& acc, T v, int64_t) const { acc += v; }
@@ -152,6 +153,10 @@ __global__ void non_finite_kernel(Strided<1> s, const T* x, int* found) {
 
 template <typename T>
 void launch_reduce(Reduction r, const ReduceShape& s, void* out, const void* x, double divisor, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, bfloat16>) {  // bfloat16 values are summed (gradients), not searched
+    if (r == Reduction::sum) return run<T>(s, out, x, SumReducer<T>{}, stream);
+    return fail_kernel("a reduction other than sum was launched for bfloat16");
+  }
   switch (r) {
     case Reduction::sum: return run<T>(s, out, x, SumReducer<T>{}, stream);
     case Reduction::amax: return run<T>(s, out, x, ExtremeReducer<T, true>{}, stream);
@@ -185,6 +190,7 @@ template void launch_reduce<float>(Reduction, const ReduceShape&, void*, const v
 template void launch_reduce<double>(Reduction, const ReduceShape&, void*, const void*, double, cudaStream_t);
 template void launch_reduce<int32_t>(Reduction, const ReduceShape&, void*, const void*, double, cudaStream_t);
 template void launch_reduce<int64_t>(Reduction, const ReduceShape&, void*, const void*, double, cudaStream_t);
+template void launch_reduce<bfloat16>(Reduction, const ReduceShape&, void*, const void*, double, cudaStream_t);
 template bool any_non_finite<float>(const Strided<1>&, const void*, void*, cudaStream_t);
 template bool any_non_finite<double>(const Strided<1>&, const void*, void*, cudaStream_t);
 

@@ -15,8 +15,8 @@ using Floating = FloatingTypes;
 using Numeric = NumericTypes;
 using All = AllTypes;
 
-// bfloat16 is a storage type: copied and converted, and multiplied by
-// cuBLAS, but no elementwise arithmetic, as on the CPU.
+// bfloat16 is a storage type: copied and converted, multiplied by cuBLAS, and
+// computed on in float32 by the elementwise kernels (functors.h InFloat32), as on the CPU.
 
 // M(T) for each type of All: explicit instantiations in the .cu files.
 #define LOOM_CUDA_FOR_EACH_TYPE(M) M(float) M(double) M(int32_t) M(int64_t) M(bool)

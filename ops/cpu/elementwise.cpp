@@ -44,20 +44,20 @@ void unary_fast(const Tensor& out, const Tensor& x, const Scalars& s) {
   // The float32 gelu over a contiguous input: the AVX-512/AVX2 span (gelu_span.h).
   if constexpr (std::is_same_v<F, fn::Gelu> && std::is_same_v<T, float>)
     if (x.is_contiguous()) return kernels::gelu_contiguous(out.data<float>(), x.data<float>(), x.numel());
-  kernels::unary_loop<T, T>(out, x, with_scalars<F>(s));
+  kernels::unary_loop<T, T>(out, x, fn::math_for<T>(with_scalars<F>(s)));
 }
 template <typename T, typename F>
 void unary_reference(const Tensor& out, const Tensor& x, const Scalars& s) {
-  kernels::reference_unary<T, T>(out, x, with_scalars<F>(s));
+  kernels::reference_unary<T, T>(out, x, fn::math_for<T>(with_scalars<F>(s)));
 }
 
 template <typename T, typename Out, typename F>
 void binary_fast(const Tensor& out, const Tensor& a, const Tensor& b) {
-  kernels::binary_loop<T, Out>(out, a, b, F{});
+  kernels::binary_loop<T, Out>(out, a, b, fn::math_for<T>(F{}));
 }
 template <typename T, typename Out, typename F>
 void binary_reference(const Tensor& out, const Tensor& a, const Tensor& b) {
-  kernels::reference_binary<T, Out>(out, a, b, F{});
+  kernels::reference_binary<T, Out>(out, a, b, fn::math_for<T>(F{}));
 }
 
 // bool storage holds 0/1 bytes; read as uint8_t the fast loop vectorizes.
@@ -110,7 +110,7 @@ LOOM_KERNELS(cpu_elementwise) {
 #define LOOM_REGISTER(name, functor, types) compare<fn::functor>(#name, types{});
   LOOM_COMPARE_OPS(LOOM_REGISTER)
 #undef LOOM_REGISTER
-  where(AllTypes{});
+  where(StorageTypes{});
 }
 
 }  // namespace loom

@@ -6,8 +6,8 @@
 // As for float32, transposed operands are read as stored and each product is
 // split into blocks fixed by the shape (matmul_blocks.h), each a single-threaded
 // gemm inside loom's OpenMP loop, so the bits do not depend on the thread count.
-// The linear op's kernel (float32 result) adds its bias to each block as the
-// block's gemm finishes it, as matmul.cpp's float32 one does.
+// The linear op's kernel adds its bias to each block as the block's gemm finishes
+// it, as matmul.cpp's float32 one does (a bfloat16 result: before its rounding).
 #include <omp.h>
 
 #include <algorithm>
@@ -27,10 +27,12 @@ namespace {
 using detail::element_at;
 using detail::GemmOperand;
 
-// One block: c (row stride ldc) = op(a) @ op(b), float32 sums stored as Out.
+// One block: c (row stride ldc) = op(a) @ op(b), float32 sums stored as Out. A
+// bfloat16 block adds its bias (the block's first column's, or null) to the sums
+// before their one rounding; a float32 one is given its bias by the caller.
 template <typename Out>
 void block_gemm(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t n, int64_t k, const bfloat16* a,
-                const bfloat16* b, Out* c, int64_t ldc) {
+                const bfloat16* b, Out* c, int64_t ldc, const float* bias) {
   const bool ta = la.trans == CblasTrans, tb = lb.trans == CblasTrans;
   if constexpr (std::is_same_v<Out, float>) {
     onednn::gemm_bf16(ta, tb, m, n, k, a, la.ld, b, lb.ld, c, ldc);
@@ -39,7 +41,10 @@ void block_gemm(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t
     sums.resize(static_cast<size_t>(m * n));
     onednn::gemm_bf16(ta, tb, m, n, k, a, la.ld, b, lb.ld, sums.data(), n);
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bfloat16(sums[static_cast<size_t>(i * n + j)]);
+      for (int64_t j = 0; j < n; ++j) {
+        const float s = sums[static_cast<size_t>(i * n + j)];
+        c[i * ldc + j] = bfloat16(bias ? s + bias[j] : s);
+      }
   }
 }
 
@@ -49,9 +54,7 @@ void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view
   if (out.numel() == 0) return;
   Out* pc = static_cast<Out*>(out.raw_data());
   if (k == 0) {  // empty sums
-    std::fill_n(pc, out.numel(), Out(0.0f));
-    if constexpr (std::is_same_v<Out, float>)
-      if (bias) detail::add_bias(pc, n, out.numel() / n, n, bias);
+    for (int64_t i = 0; i < out.numel(); ++i) pc[i] = Out(bias ? 0.0f + bias[i % n] : 0.0f);
     return;
   }
   Tensor a = a_view, b = b_view;
@@ -69,10 +72,11 @@ void onednn_matmul(const Tensor& out, const Tensor& a_view, const Tensor& b_view
     const bfloat16* B = pb + strided_offset(bi, batch, b_batch_strides);
     Out* C = pc + bi * m * n;
     const int64_t start = split.start(block), count = split.length(block, m, n);
+    const float* block_bias = bias && !split.split_rows ? bias + start : bias;
     if (split.split_rows)
-      block_gemm(la, lb, count, n, k, element_at(A, la.trans, la.ld, start, 0), B, C + start * n, n);
+      block_gemm(la, lb, count, n, k, element_at(A, la.trans, la.ld, start, 0), B, C + start * n, n, block_bias);
     else
-      block_gemm(la, lb, m, count, k, A, element_at(B, lb.trans, lb.ld, 0, start), C + start, n);
+      block_gemm(la, lb, m, count, k, A, element_at(B, lb.trans, lb.ld, 0, start), C + start, n, block_bias);
     if constexpr (std::is_same_v<Out, float>) detail::add_bias_to_block(split, C, start, count, m, n, bias);
   }
 }
@@ -113,14 +117,21 @@ void matmul_fast(const Tensor& out, const Tensor& a, const Tensor& b) {
   out.dtype() == DType::f32 ? onednn_matmul<float>(out, a, b) : onednn_matmul<bfloat16>(out, a, b);
 }
 
-// The linear op in bf16 matmul precision (ops/cpu/matmul_rounded_once.cpp): x and
-// w_t already rounded, a float32 bias and result.
+// The linear op on bfloat16 operands: in bf16 matmul precision (ops/cpu/matmul_rounded_once.cpp)
+// x and w_t rounded from float32, with a float32 bias and result; in mixed precision
+// all bfloat16, the bias added to the float32 sums before their one rounding.
+std::vector<float> widened(const Tensor& bias) {
+  const auto* p = static_cast<const bfloat16*>(bias.raw_data());
+  return std::vector<float>(p, p + bias.numel());
+}
 void linear_reference(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
-  reference_bf16_matmul<float>(out, x, w_t, bias.data<float>());
+  if (out.dtype() == DType::f32) return reference_bf16_matmul<float>(out, x, w_t, bias.data<float>());
+  reference_bf16_matmul<bfloat16>(out, x, w_t, widened(bias).data());
 }
 void linear_fast(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
   if (!onednn::bf16_available()) return linear_reference(out, x, w_t, bias);
-  onednn_matmul<float>(out, x, w_t, bias.data<float>());
+  if (out.dtype() == DType::f32) return onednn_matmul<float>(out, x, w_t, bias.data<float>());
+  onednn_matmul<bfloat16>(out, x, w_t, widened(bias).data());
 }
 
 }  // namespace

@@ -9,12 +9,12 @@
 namespace loom {
 
 namespace {
-// Floats accumulate in double: a long sum loses no precision to rounding.
+// Floats (bfloat16 too) accumulate in double: a long sum loses no precision to rounding.
 // The fast paths keep short float partials (at most 16 values each) in vector
 // registers and add them into the double accumulator in a fixed order.
 template <typename T>
 struct SumReducer {
-  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
   Acc init() const { return 0; }
   void add(Acc& acc, T v) const { acc += v; }
   // Unit-stride runs (e.g. a sum over the contiguous last dim): kernels::span_sum's
@@ -46,7 +46,7 @@ struct SumReducer {
       }
     }
     for (; c < width; ++c) {  // the same per-column order as the vector lanes (integers: exact in Acc)
-      std::conditional_t<std::is_floating_point_v<T>, T, Acc> s = 0;
+      std::conditional_t<std::is_floating_point_v<T>, T, Acc> s = 0;  // bfloat16: in double
       for (int64_t k = 0; k < nrows; ++k) s += rows[k][c];
       acc[c] += s;
     }
@@ -72,7 +72,7 @@ void register_for() {
 }  // namespace
 
 LOOM_KERNELS(cpu_sum) {
-  kernels::for_each_type(NumericTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(NumericTypesBf16{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

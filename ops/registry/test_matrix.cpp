@@ -99,7 +99,9 @@ std::vector<Tensor> vjp(const Tensor& out, const std::vector<Tensor>& leaves) {
     if (l.requires_grad()) wrt.push_back(l);
   if (wrt.empty() || !out.requires_grad()) return {};
   Generator gen(7);
-  Tensor v = rand(out.shape(), {out.dtype(), out.device()}, gen, -1.0, 1.0);
+  // Drawn as bfloat16 values, so that a bfloat16 output and its float32 twin get the same v.
+  Tensor v =
+      to_dtype(to_dtype(rand(out.shape(), {DType::f32, out.device()}, gen, -1.0, 1.0), DType::bf16), out.dtype());
   return grad({out}, wrt, {v}, false, false, true);
 }
 
@@ -190,6 +192,11 @@ namespace {
 constexpr double kSameMathTolerance = 1e-10;
 // float32 kernels may round differently (vector exp, summation order): a few ulp.
 constexpr double kFloat32Tolerance = 1e-5;
+// A bfloat16 value is float32's rounded once (a relative error up to 2^-9): 2^-8
+// allows for float32 kernels that round differently. A gradient passes through a
+// few such roundings: 2^-6 allows about four.
+constexpr double kBfloat16Tolerance = 1.0 / 256;
+constexpr double kBfloat16GradTolerance = 1.0 / 64;
 
 // The checks of one sample of an op, each adding its results (a check that throws
 // is a failed result naming the exception).
@@ -246,6 +253,45 @@ class SampleChecks {
           t = t.to(kCPU);
         }
         CheckResult r = compare_outputs("device", value_and_vjp(call_, leaves_), there, kSameMathTolerance);
+        if (!r.passed) r.message = fmt::format("on {}: {}", device, r.message);
+        return r;
+      });
+    }
+  }
+
+  // An op with a bfloat16 kernel: the sample's floating inputs rounded to bfloat16,
+  // its value and gradients (bfloat16, as its inputs) against float32's on the same
+  // values; and on every other device, the same bits as on the CPU.
+  void bfloat16() {
+    if (!supports(op_.name, kCPU, DType::bf16)) return;
+    std::vector<Tensor> halves, singles;
+    for (const Tensor& v : values_) {
+      halves.push_back(is_floating(v.dtype()) ? to_dtype(v, DType::bf16) : v);
+      singles.push_back(is_floating(v.dtype()) ? to_dtype(halves.back(), DType::f32) : v);
+    }
+    const std::vector<Tensor> half_leaves = as_leaves(halves, sample_, op_.differentiable);
+    guarded("bf16", [&] {
+      std::vector<Tensor> lowered = value_and_vjp(call_, half_leaves);
+      for (size_t i = 0; i < lowered.size(); ++i)
+        LOOM_CHECK(!is_floating(lowered[i].dtype()) || lowered[i].dtype() == DType::bf16,
+                   "{}: result {} on bfloat16 inputs is {}", op_.name, i, dtype_name(lowered[i].dtype()));
+      const std::vector<Tensor> expected = value_and_vjp(call_, as_leaves(singles, sample_, op_.differentiable));
+      const CheckResult value = compare_outputs("bf16", {expected[0]}, {lowered[0]}, kBfloat16Tolerance);
+      if (!value.passed) return value;
+      CheckResult r = compare_outputs("bf16", std::vector<Tensor>(expected.begin() + 1, expected.end()),
+                                      std::vector<Tensor>(lowered.begin() + 1, lowered.end()), kBfloat16GradTolerance);
+      if (!r.passed) r.message = "gradient " + r.message;
+      r.max_abs_error = std::max(r.max_abs_error, value.max_abs_error);
+      return r;
+    });
+    for (Device device : other_devices()) {
+      guarded("bf16 device", [&] {
+        std::vector<Tensor> moved;
+        for (const Tensor& v : halves) moved.push_back(v.to(device));
+        std::vector<Tensor> there = value_and_vjp(call_, as_leaves(moved, sample_, op_.differentiable));
+        for (Tensor& t : there)
+          if (t.defined()) t = t.to(kCPU);
+        CheckResult r = compare_outputs("bf16 device", value_and_vjp(call_, half_leaves), there, 0.0);
         if (!r.passed) r.message = fmt::format("on {}: {}", device, r.message);
         return r;
       });
@@ -341,6 +387,7 @@ std::vector<CheckResult> check_op(const OpInfo& op, GradcheckOptions options) {
     checks.derivatives();
     checks.reference();
     checks.devices();
+    checks.bfloat16();
     checks.composition();
     if (!op.variants) continue;
     checks.noncontiguous();

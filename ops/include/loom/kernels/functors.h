@@ -4,8 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include <type_traits>
-
+#include "loom/bfloat16.h"
 #include "loom/hostdevice.h"
 #include "loom/kernels/vec_math.h"
 
@@ -355,5 +354,30 @@ struct Cast {
     return static_cast<To>(a);
   }
 };
+
+// bfloat16 holds values, it does not compute: F's float32 math on the widened
+// operands, the result rounded once to bfloat16 (autocast's rule). A comparison's
+// bool result passes through.
+template <typename F>
+struct InFloat32 {
+  F f;
+  template <typename... A>
+  LOOM_HD auto operator()(A... a) const {
+    const auto r = f(static_cast<float>(a)...);
+    if constexpr (std::is_same_v<decltype(r), const float>)
+      return bfloat16(r);
+    else
+      return r;
+  }
+};
+
+// The functor that runs F's math on elements of type T: F itself, or InFloat32<F> on bfloat16.
+template <typename T, typename F>
+LOOM_HD auto math_for(F f) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return InFloat32<F>{f};
+  else
+    return f;
+}
 
 }  // namespace loom::fn
