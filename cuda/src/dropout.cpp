@@ -44,6 +44,7 @@ void register_for(DType type) {
 LOOM_KERNELS(cuda_dropout) {
   register_for<float>(DType::f32);
   register_for<double>(DType::f64);
+  register_for<bfloat16>(DType::bf16);
 }
 
 }  // namespace loom::cuda

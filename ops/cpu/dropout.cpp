@@ -42,19 +42,20 @@ struct Identity {
 // Keep-and-scale for up to one mask word's elements, a vector loop that also
 // gathers their keep bits; returns the word. kAdd: out = residual + the kept value
 // (dropout_add_layer_norm's residual sum), the same bits as add after dropout.
-template <typename T, typename Input, bool kAdd>
-uint32_t keep_and_scale(T* out, const T* x, const T* residual, const uint32_t* words, uint32_t threshold, T scale,
+// bfloat16 computes in float32 (C) and rounds once.
+template <typename T, typename Input, bool kAdd, typename C = compute_type<T>>
+uint32_t keep_and_scale(T* out, const T* x, const T* residual, const uint32_t* words, uint32_t threshold, C scale,
                         int64_t count) {
   uint32_t bits = 0;
 #pragma omp simd reduction(| : bits)
   for (int64_t i = 0; i < count; ++i) {
     const bool keep = (words[i] >> 8) >= threshold;
-    const T scaled = Input{}(x[i]) * scale;  // read unconditionally: no masked load
-    const T kept = keep ? scaled : T(0);
+    const C scaled = Input{}(C(x[i])) * scale;  // read unconditionally: no masked load
+    const C kept = keep ? scaled : C(0);
     if constexpr (kAdd)
-      out[i] = residual[i] + kept;
+      out[i] = T(C(residual[i]) + kept);
     else
-      out[i] = kept;
+      out[i] = T(kept);
     bits |= static_cast<uint32_t>(keep) << i;
   }
   return bits;
@@ -65,7 +66,8 @@ uint32_t keep_and_scale(T* out, const T* x, const T* residual, const uint32_t* w
 template <typename T, typename Input, bool kAdd = false>
 void dropout_fast(T* out, uint32_t* mask, const T* x, int64_t n, double p, uint64_t seed, uint64_t offset,
                   const T* residual = nullptr) {
-  const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  using C = compute_type<T>;
+  const C scale = p < 1.0 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
   const uint32_t threshold = keep_threshold(p);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const bool parallel = n >= kernels::kParallelGrain && !omp_in_parallel();
@@ -89,8 +91,9 @@ void dropout_reference(T* out, uint32_t* mask, const T* x, int64_t n, double p, 
     Philox4x32 bits = philox_block(seed, offset, static_cast<uint64_t>(i / 4));
     float u = uniform_from_bits(bits.v[i % 4]);
     bool keep = u >= p;
-    out[i] = keep ? static_cast<T>(Input{}(x[i]) / (1.0 - p)) : T(0);
-    if (residual) out[i] = residual[i] + out[i];
+    using C = compute_type<T>;
+    const C kept = keep ? static_cast<C>(Input{}(C(x[i])) / (1.0 - p)) : C(0);
+    out[i] = T(residual ? C(residual[i]) + kept : kept);
     if (keep) mask[i / kDropoutMaskBits] |= uint32_t(1) << (i % kDropoutMaskBits);
   }
 }
@@ -101,25 +104,26 @@ void dropout_reference(T* out, uint32_t* mask, const T* x, int64_t n, double p, 
 // vector instructions per 8 elements); only the last, partial word runs a
 // loop of variable length. relu_dropout's backward (Relu) also zeroes where
 // x <= 0: relu_backward after dropout_backward, in one select.
-template <typename T, bool Relu>
-void expand_word(T* out, const T* g, const T* x, uint32_t bits, T scale, int count) {
+template <typename T, bool Relu, typename C = compute_type<T>>
+void expand_word(T* out, const T* g, const T* x, uint32_t bits, C scale, int count) {
 #pragma omp simd
   for (int lane = 0; lane < count; ++lane) {
     // g read unconditionally: in `keep ? g * scale : 0` the compiler may load g
     // only where kept, a masked load (vmaskmovps) that is slow on AMD.
-    const T scaled = g[lane] * scale;
-    const T kept = (bits >> lane) & 1u ? scaled : T(0);
+    const C scaled = C(g[lane]) * scale;
+    const C kept = (bits >> lane) & 1u ? scaled : C(0);
     if constexpr (Relu)
-      out[lane] = fn::ReluBackward{}(x[lane], kept);
+      out[lane] = T(fn::ReluBackward{}(C(x[lane]), kept));
     else
-      out[lane] = kept;
+      out[lane] = T(kept);
   }
 }
 
 // x: relu_dropout's input (Relu), else unused (null).
 template <typename T, bool Relu>
 void masked_scale_fast(T* out, const uint32_t* mask, const T* g, const T* x, int64_t n, double p) {
-  const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  using C = compute_type<T>;
+  const C scale = p < 1.0 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
   const int64_t full = n / kDropoutMaskBits;
   const bool parallel = n >= kernels::kParallelGrain && !omp_in_parallel();
   auto at = [x](int64_t first) { return Relu ? x + first : nullptr; };
@@ -137,8 +141,8 @@ template <typename T, bool Relu>
 void masked_scale_reference(T* out, const uint32_t* mask, const T* g, const T* x, int64_t n, double p) {
   for (int64_t i = 0; i < n; ++i) {
     bool keep = (mask[i / kDropoutMaskBits] >> (i % kDropoutMaskBits)) & 1u;
-    if (Relu && !(x[i] > T(0))) keep = false;
-    out[i] = keep ? static_cast<T>(g[i] / (1.0 - p)) : T(0);
+    if (Relu && !(compute_type<T>(x[i]) > 0)) keep = false;
+    out[i] = keep ? T(static_cast<compute_type<T>>(g[i] / (1.0 - p))) : T(0);
   }
 }
 
@@ -195,11 +199,12 @@ void dropout_add_reference(T* h, uint32_t* mask, const T* x, const T* s, int64_t
   template void dropout_add_reference<T>(T*, uint32_t*, const T*, const T*, int64_t, kernels::DropoutDraw);
 LOOM_DROPOUT_ADD(float)
 LOOM_DROPOUT_ADD(double)
+LOOM_DROPOUT_ADD(bfloat16)
 #undef LOOM_DROPOUT_ADD
 }  // namespace detail
 
 LOOM_KERNELS(cpu_dropout) {
-  kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(FloatingTypesBf16{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

@@ -8,7 +8,7 @@ namespace loom::detail {
 void check_dtype(std::string_view op, const Tensor& t, DTypes allowed) {
   switch (allowed) {
     case DTypes::floating:
-      LOOM_CHECK(is_floating(t.dtype()), "{}: expected a floating dtype (float32 or float64), got {}", op,
+      LOOM_CHECK(is_floating(t.dtype()), "{}: expected a floating dtype (float32, float64 or bfloat16), got {}", op,
                  dtype_name(t.dtype()));
       break;
     case DTypes::numeric:

@@ -6,7 +6,7 @@
 namespace loom::detail {
 
 inline void check_dropout_input(std::string_view op, const Tensor& x, double p) {
-  LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32 or float64, got {}", op, dtype_name(x.dtype()));
+  LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32, float64 or bfloat16, got {}", op, dtype_name(x.dtype()));
   LOOM_CHECK(p >= 0.0 && p <= 1.0, "{}: p must be in [0, 1], got {}", op, p);
 }
 

@@ -5,6 +5,7 @@
 // do); NaN stays NaN (a quiet one, so rounding can never carry it into infinity).
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 namespace loom {
 
@@ -30,5 +31,9 @@ struct bfloat16 {
 };
 
 static_assert(sizeof(bfloat16) == 2);
+
+// The type arithmetic on T's values happens in: float32 for bfloat16, T itself otherwise.
+template <typename T>
+using compute_type = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
 
 }  // namespace loom
