@@ -18,8 +18,9 @@ void dropout_add_layer_norm(const Tensor& out, const Tensor& h, const Tensor& st
   OnDevice on(out);
   launch_dropout<T>(h.raw_data(), static_cast<uint32_t*>(mask.raw_data()), s.raw_data(), x.raw_data(), x.numel(),
                     draw.p, draw.seed, draw.offset, /*relu=*/false, on.stream());
-  launch_layer_norm<T>(rows_of(h), out.raw_data(), stats.raw_data(), h.raw_data(), data_or_null(weight),
-                       data_or_null(bias), eps, on.stream());
+  launch_layer_norm<T>(rows_of(h), out.raw_data(), stats.raw_data(), h.raw_data(),
+                       data_or_null(widened_param(weight, on.stream())), data_or_null(widened_param(bias, on.stream())),
+                       eps, on.stream());
 }
 
 }  // namespace
@@ -29,6 +30,8 @@ LOOM_KERNELS(cuda_dropout_add_layer_norm) {
                                                       dropout_add_layer_norm<float>);
   register_kernel<kernels::DropoutAddLayerNormKernel>("dropout_add_layer_norm", DeviceType::cuda, DType::f64,
                                                       dropout_add_layer_norm<double>);
+  register_kernel<kernels::DropoutAddLayerNormKernel>("dropout_add_layer_norm", DeviceType::cuda, DType::bf16,
+                                                      dropout_add_layer_norm<bfloat16>);
 }
 
 }  // namespace loom::cuda

@@ -1,4 +1,5 @@
 // Registers layer_norm and its backward ops for cuda (kernels: layer_norm.cu).
+#include "elementwise_ops.h"
 #include "loom/kernel_table.h"
 #include "loom/ops/kernel_signatures.h"
 #include "rows_launch.h"
@@ -6,14 +7,23 @@
 
 namespace loom::cuda {
 
+Tensor widened_param(const Tensor& t, cudaStream_t stream) {
+  if (!t.defined() || t.dtype() != DType::bf16) return t;
+  Tensor wide = Tensor::empty(t.shape(), {DType::f32, t.device()});
+  launch_cast<bfloat16>(ElementType::f32, strided<2>("layer_norm", t.shape(), {wide.strides(), t.strides()}),
+                        wide.raw_data(), t.raw_data(), stream);
+  return wide;
+}
+
 namespace {
 
 template <typename T>
 void layer_norm(const Tensor& out, const Tensor& stats, const Tensor& x, const Tensor& weight, const Tensor& bias,
                 double eps) {
   OnDevice on(out);
-  launch_layer_norm<T>(rows_of(x), out.raw_data(), stats.raw_data(), x.raw_data(), data_or_null(weight),
-                       data_or_null(bias), eps, on.stream());
+  launch_layer_norm<T>(rows_of(x), out.raw_data(), stats.raw_data(), x.raw_data(),
+                       data_or_null(widened_param(weight, on.stream())), data_or_null(widened_param(bias, on.stream())),
+                       eps, on.stream());
 }
 
 template <typename T>
@@ -23,12 +33,12 @@ void layer_norm_backward(const Tensor& dx, const Tensor& params, const Tensor& x
   const Rows s = rows_of(x);
   Tensor row_stats = stats;
   if (!row_stats.defined()) {  // not saved by the forward: computed again, as the CPU does
-    row_stats = Tensor::empty({s.rows, 2}, {x.dtype(), x.device()});
+    row_stats = Tensor::empty({s.rows, 2}, {dtype_of<compute_type<T>>(), x.device()});
     launch_layer_norm<T>(s, nullptr, row_stats.raw_data(), x.raw_data(), nullptr, nullptr, eps, on.stream());
   }
-  launch_layer_norm_backward<T>(s, dx.defined() ? dx.raw_data() : nullptr,
-                                params.defined() ? params.raw_data() : nullptr, x.raw_data(), data_or_null(weight),
-                                grad.raw_data(), row_stats.raw_data(), eps, on.stream());
+  launch_layer_norm_backward<T>(
+      s, dx.defined() ? dx.raw_data() : nullptr, params.defined() ? params.raw_data() : nullptr, x.raw_data(),
+      data_or_null(widened_param(weight, on.stream())), grad.raw_data(), row_stats.raw_data(), eps, on.stream());
 }
 
 template <typename T>
@@ -45,6 +55,7 @@ void register_for() {
 LOOM_KERNELS(cuda_layer_norm) {
   register_for<float>();
   register_for<double>();
+  register_for<bfloat16>();
 }
 
 }  // namespace loom::cuda

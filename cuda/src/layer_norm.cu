@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "block_reduce.cuh"
+#include "loom/bfloat16.h"
 #include "kernel_errors.h"
 #include "rows_launch.h"
 
@@ -14,29 +15,31 @@ namespace {
 
 int64_t row_blocks(int64_t rows) { return rows < kMaxBlocks ? (rows > 0 ? rows : 1) : kMaxBlocks; }
 
-// (mean, rstd) of row r in T, as the CPU's fast kernel computes them: the mean
-// of x in double, rounded to T; the centred squares in T summed in double.
-template <typename T>
-__device__ void row_stats(const T* xr, int64_t n, double eps, double* scratch, T& mean, T& rstd) {
+// (mean, rstd) of row r in C, as the CPU's fast kernel computes them: the mean
+// of x in double, rounded to C; the centred squares in C summed in double.
+// C = compute_type<T>: bfloat16 values are computed on in float32 (statistics,
+// weight, bias and dw/db in float32), each stored result rounded once, as on the CPU.
+template <typename T, typename C>
+__device__ void row_stats(const T* xr, int64_t n, double eps, double* scratch, C& mean, C& rstd) {
   double sum = 0;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += xr[j];
-  mean = static_cast<T>(block_combine(sum, scratch, PlusOp{}) / static_cast<double>(n));
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += C(xr[j]);
+  mean = static_cast<C>(block_combine(sum, scratch, PlusOp{}) / static_cast<double>(n));
   double squares = 0;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-    const T d = xr[j] - mean;
+    const C d = C(xr[j]) - mean;
     squares += d * d;
   }
   squares = block_combine(squares, scratch, PlusOp{});
-  rstd = static_cast<T>(1.0 / sqrt(squares / static_cast<double>(n) + eps));
+  rstd = static_cast<C>(1.0 / sqrt(squares / static_cast<double>(n) + eps));
 }
 
-template <typename T>
-__global__ void layer_norm_kernel(Rows s, T* out, T* stats, const T* x, const T* w, const T* b, double eps) {
+template <typename T, typename C = compute_type<T>>
+__global__ void layer_norm_kernel(Rows s, T* out, C* stats, const T* x, const C* w, const C* b, double eps) {
   __shared__ double scratch[kMaxBlockThreads];
   const int64_t n = s.size;
   for (int64_t r = blockIdx.x; r < s.rows; r += gridDim.x) {
     const T* xr = x + r * n;
-    T mean, rstd;
+    C mean, rstd;
     row_stats(xr, n, eps, scratch, mean, rstd);
     if (threadIdx.x == 0) {
       stats[2 * r] = mean;
@@ -44,34 +47,34 @@ __global__ void layer_norm_kernel(Rows s, T* out, T* stats, const T* x, const T*
     }
     if (!out) continue;  // statistics only (the backward without saved ones)
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      T y = (xr[j] - mean) * rstd;
+      C y = (C(xr[j]) - mean) * rstd;
       if (w) y = y * w[j];
       if (b) y = y + b[j];
-      out[r * n + j] = y;
+      out[r * n + j] = T(y);
     }
   }
 }
 
 // dx = rstd (g w - mean(g w) - xh mean(g w xh)), xh = (x - mean) rstd.
-template <typename T>
-__global__ void layer_norm_dx_kernel(Rows s, T* dx, const T* x, const T* w, const T* g, const T* stats) {
+template <typename T, typename C = compute_type<T>>
+__global__ void layer_norm_dx_kernel(Rows s, T* dx, const T* x, const C* w, const T* g, const C* stats) {
   __shared__ double scratch[kMaxBlockThreads];
   const int64_t n = s.size;
   for (int64_t r = blockIdx.x; r < s.rows; r += gridDim.x) {
     const T* xr = x + r * n;
     const T* gr = g + r * n;
-    const T mean = stats[2 * r], rstd = stats[2 * r + 1];
+    const C mean = stats[2 * r], rstd = stats[2 * r + 1];
     double sum_a = 0, sum_axh = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const T a = gr[j] * (w ? w[j] : T(1));
+      const C a = C(gr[j]) * (w ? w[j] : C(1));
       sum_a += a;
-      sum_axh += a * ((xr[j] - mean) * rstd);
+      sum_axh += a * ((C(xr[j]) - mean) * rstd);
     }
-    const T mean_a = static_cast<T>(block_combine(sum_a, scratch, PlusOp{}) / static_cast<double>(n));
-    const T mean_axh = static_cast<T>(block_combine(sum_axh, scratch, PlusOp{}) / static_cast<double>(n));
+    const C mean_a = static_cast<C>(block_combine(sum_a, scratch, PlusOp{}) / static_cast<double>(n));
+    const C mean_axh = static_cast<C>(block_combine(sum_axh, scratch, PlusOp{}) / static_cast<double>(n));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const T xh = (xr[j] - mean) * rstd;
-      dx[r * n + j] = rstd * (gr[j] * (w ? w[j] : T(1)) - mean_a - xh * mean_axh);
+      const C xh = (C(xr[j]) - mean) * rstd;
+      dx[r * n + j] = T(rstd * (C(gr[j]) * (w ? w[j] : C(1)) - mean_a - xh * mean_axh));
     }
   }
 }
@@ -83,8 +86,8 @@ __global__ void layer_norm_dx_kernel(Rows s, T* dx, const T* x, const T* w, cons
 // H100), with bits that never depend on scheduling (double sums in a fixed order).
 constexpr int kColumnTile = 32, kRowLanes = 32;
 
-template <typename T>
-__global__ void layer_norm_params_kernel(Rows s, T* params, const T* x, const T* g, const T* stats) {
+template <typename T, typename C = compute_type<T>>
+__global__ void layer_norm_params_kernel(Rows s, T* params, const T* x, const T* g, const C* stats) {
   __shared__ double dw_lanes[kRowLanes][kColumnTile + 1], db_lanes[kRowLanes][kColumnTile + 1];
   const int64_t n = s.size;
   for (int64_t tile = blockIdx.x * int64_t(kColumnTile); tile < n; tile += int64_t(gridDim.x) * kColumnTile) {
@@ -92,8 +95,8 @@ __global__ void layer_norm_params_kernel(Rows s, T* params, const T* x, const T*
     double dw = 0, db = 0;
     if (j < n) {
       for (int64_t r = threadIdx.y; r < s.rows; r += kRowLanes) {
-        const T gj = g[r * n + j];
-        dw += gj * ((x[r * n + j] - stats[2 * r]) * stats[2 * r + 1]);
+        const C gj = C(g[r * n + j]);
+        dw += gj * ((C(x[r * n + j]) - stats[2 * r]) * stats[2 * r + 1]);
         db += gj;
       }
     }
@@ -119,9 +122,10 @@ template <typename T>
 void launch_layer_norm(Rows s, void* out, void* stats, const void* x, const void* weight, const void* bias, double eps,
                        cudaStream_t stream) {
   if (s.rows == 0 || s.size == 0) return;
+  using C = compute_type<T>;
   layer_norm_kernel<T><<<row_blocks(s.rows), row_threads(s.size), 0, stream>>>(
-      s, static_cast<T*>(out), static_cast<T*>(stats), static_cast<const T*>(x), static_cast<const T*>(weight),
-      static_cast<const T*>(bias), eps);
+      s, static_cast<T*>(out), static_cast<C*>(stats), static_cast<const T*>(x), static_cast<const C*>(weight),
+      static_cast<const C*>(bias), eps);
   check_kernel_launch("layer_norm_kernel");
 }
 
@@ -132,10 +136,11 @@ void launch_layer_norm_backward(Rows s, void* dx, void* params, const void* x, c
     if (params) check_kernel_call(cudaMemsetAsync(params, 0, 2 * s.size * sizeof(T), stream), "cudaMemsetAsync");
     return;
   }
+  using C = compute_type<T>;
   if (dx) {
     layer_norm_dx_kernel<T><<<row_blocks(s.rows), row_threads(s.size), 0, stream>>>(
-        s, static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(grad),
-        static_cast<const T*>(stats));
+        s, static_cast<T*>(dx), static_cast<const T*>(x), static_cast<const C*>(weight), static_cast<const T*>(grad),
+        static_cast<const C*>(stats));
     check_kernel_launch("layer_norm_dx_kernel");
   }
   if (params) {
@@ -143,7 +148,7 @@ void launch_layer_norm_backward(Rows s, void* dx, void* params, const void* x, c
     const int64_t blocks = tiles < kMaxBlocks ? tiles : kMaxBlocks;
     layer_norm_params_kernel<T><<<blocks, dim3(kColumnTile, kRowLanes), 0, stream>>>(
         s, static_cast<T*>(params), static_cast<const T*>(x), static_cast<const T*>(grad),
-        static_cast<const T*>(stats));
+        static_cast<const C*>(stats));
     check_kernel_launch("layer_norm_params_kernel");
   }
 }
@@ -153,6 +158,10 @@ template void launch_layer_norm<double>(Rows, void*, void*, const void*, const v
                                         cudaStream_t);
 template void launch_layer_norm_backward<float>(Rows, void*, void*, const void*, const void*, const void*, const void*,
                                                 double, cudaStream_t);
+template void launch_layer_norm<bfloat16>(Rows, void*, void*, const void*, const void*, const void*, double,
+                                          cudaStream_t);
+template void launch_layer_norm_backward<bfloat16>(Rows, void*, void*, const void*, const void*, const void*,
+                                                   const void*, double, cudaStream_t);
 template void launch_layer_norm_backward<double>(Rows, void*, void*, const void*, const void*, const void*, const void*,
                                                  double, cudaStream_t);
 

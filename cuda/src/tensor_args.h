@@ -73,4 +73,8 @@ inline Rows rows_of(const Tensor& x) {
 // A pointer for an optional operand (weight, bias): null when undefined.
 inline const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
+// A layer norm's weight or bias as its kernels read it (compute_type: float32 for
+// bfloat16): itself, or a bfloat16 one's float32 copy; undefined stays undefined.
+Tensor widened_param(const Tensor& t, cudaStream_t stream);
+
 }  // namespace loom::cuda

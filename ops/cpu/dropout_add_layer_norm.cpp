@@ -18,16 +18,17 @@ void dropout_add_layer_norm_kernel(const Tensor& out, const Tensor& h, const Ten
   auto* words = reinterpret_cast<uint32_t*>(mask.data<int32_t>());
   (kFast ? detail::dropout_add_fast<T> : detail::dropout_add_reference<T>)(h.data<T>(), words, x.data<T>(), s.data<T>(),
                                                                            x.numel(), draw);
-  (kFast ? detail::layer_norm_rows_fast<T>
-         : detail::layer_norm_rows_reference<T>)(out.data<T>(), stats.data<T>(), h.data<T>(),
-                                                 detail::data_or_null<T>(weight), detail::data_or_null<T>(bias),
-                                                 detail::row_shape(h), eps);
+  using C = compute_type<T>;
+  const detail::ParamData<T> w(weight), b(bias);
+  (kFast ? detail::layer_norm_rows_fast<T> : detail::layer_norm_rows_reference<T>)(out.data<T>(), stats.data<C>(),
+                                                                                   h.data<T>(), w.get(), b.get(),
+                                                                                   detail::row_shape(h), eps);
 }
 
 }  // namespace
 
 LOOM_KERNELS(cpu_dropout_add_layer_norm) {
-  kernels::for_each_type(FloatingTypes{}, [](auto tag) {
+  kernels::for_each_type(FloatingTypesBf16{}, [](auto tag) {
     using T = typename decltype(tag)::type;
     register_kernel<kernels::DropoutAddLayerNormKernel>("dropout_add_layer_norm", DeviceType::cpu, dtype_of<T>(),
                                                         dropout_add_layer_norm_kernel<T, true>,

@@ -43,9 +43,9 @@ RowStats<T> row_stats(const T* xr, int64_t n, double eps) {
 template <typename T>
 RowStats<double> reference_row_stats(const T* xr, int64_t n, double eps) {
   double mean = 0, var = 0;
-  for (int64_t j = 0; j < n; ++j) mean += xr[j];
+  for (int64_t j = 0; j < n; ++j) mean += double(xr[j]);
   mean /= static_cast<double>(n);
-  for (int64_t j = 0; j < n; ++j) var += (xr[j] - mean) * (xr[j] - mean);
+  for (int64_t j = 0; j < n; ++j) var += (double(xr[j]) - mean) * (double(xr[j]) - mean);
   var /= static_cast<double>(n);
   return {mean, 1.0 / std::sqrt(var + eps)};
 }
@@ -84,16 +84,16 @@ void layer_norm_fast(T* out, T* stats, const T* x, const T* w, const T* b, RowSh
 }
 
 // Reference: the statistics in double, then each output; (mean, rstd) saved as well.
-template <typename T>
-void layer_norm_reference(T* out, T* stats, const T* x, const T* w, const T* b, RowShape s, double eps) {
+template <typename T, typename C = compute_type<T>>
+void layer_norm_reference(T* out, C* stats, const T* x, const C* w, const C* b, RowShape s, double eps) {
   const int64_t n = s.size;
   for (int64_t r = 0; r < s.rows; ++r) {
     const T* xr = x + r * n;
     const auto [mean, rstd] = reference_row_stats(xr, n, eps);
-    stats[2 * r] = static_cast<T>(mean);
-    stats[2 * r + 1] = static_cast<T>(rstd);
+    stats[2 * r] = static_cast<C>(mean);
+    stats[2 * r + 1] = static_cast<C>(rstd);
     for (int64_t j = 0; j < n; ++j) {
-      double y = (xr[j] - mean) * rstd;
+      double y = (double(xr[j]) - mean) * rstd;
       if (w) y *= w[j];
       if (b) y += b[j];
       out[r * n + j] = static_cast<T>(y);
@@ -155,25 +155,25 @@ void grads_fast(T* dx, T* partial, const T* x, const T* w, const T* g, const T* 
 }
 
 // [dw; db] from the block partials: for each entry, the blocks in order, in double.
-template <typename T>
-void merge_param_partials(T* out, const T* partial, int64_t blocks, int64_t n) {
+template <typename Out, typename T>
+void merge_param_partials(Out* out, const T* partial, int64_t blocks, int64_t n) {
   std::vector<double> acc(2 * n, 0.0);
   for (int64_t b = 0; b < blocks; ++b)
     for (int64_t j = 0; j < 2 * n; ++j) acc[j] += partial[b * 2 * n + j];
-  for (int64_t j = 0; j < 2 * n; ++j) out[j] = static_cast<T>(acc[j]);
+  for (int64_t j = 0; j < 2 * n; ++j) out[j] = static_cast<Out>(acc[j]);
 }
 
 // The plain references: one row at a time, everything in double.
 template <typename T>
-void dx_reference(T* out, const T* x, const T* w, const T* g, RowShape s, double eps) {
+void dx_reference(T* out, const T* x, const compute_type<T>* w, const T* g, RowShape s, double eps) {
   const int64_t n = s.size;
   std::vector<double> xh(n), a(n);
   for (int64_t r = 0; r < s.rows; ++r) {
     const auto [mean, rstd] = reference_row_stats(x + r * n, n, eps);
     double mean_a = 0, mean_axh = 0;
     for (int64_t j = 0; j < n; ++j) {
-      xh[j] = (x[r * n + j] - mean) * rstd;
-      a[j] = g[r * n + j] * (w ? w[j] : T(1));
+      xh[j] = (double(x[r * n + j]) - mean) * rstd;
+      a[j] = double(g[r * n + j]) * (w ? double(w[j]) : 1.0);
       mean_a += a[j] / static_cast<double>(n);
       mean_axh += a[j] * xh[j] / static_cast<double>(n);
     }
@@ -188,8 +188,8 @@ void param_grads_reference(T* out, const T* x, const T* g, RowShape s, double ep
   for (int64_t r = 0; r < s.rows; ++r) {
     const auto [mean, rstd] = reference_row_stats(x + r * n, n, eps);
     for (int64_t j = 0; j < n; ++j) {
-      dw[j] += g[r * n + j] * ((x[r * n + j] - mean) * rstd);
-      db[j] += g[r * n + j];
+      dw[j] += double(g[r * n + j]) * ((double(x[r * n + j]) - mean) * rstd);
+      db[j] += double(g[r * n + j]);
     }
   }
   for (int64_t j = 0; j < n; ++j) {
@@ -198,35 +198,88 @@ void param_grads_reference(T* out, const T* x, const T* g, RowShape s, double ep
   }
 }
 
+// ---- bfloat16: rows widened into float32 scratch, float32's loops run on them,
+// results rounded once; statistics and the dw/db partials stay float32 ----
+
+void widen(const bfloat16* from, int64_t n, float* to) {
+  for (int64_t j = 0; j < n; ++j) to[j] = from[j];
+}
+void narrow(const float* from, int64_t n, bfloat16* to) {
+  for (int64_t j = 0; j < n; ++j) to[j] = bfloat16(from[j]);
+}
+
+void layer_norm_bf16_fast(bfloat16* out, float* stats, const bfloat16* x, const float* w, const float* b, RowShape s,
+                          double eps) {
+  const int64_t n = s.size;
+  detail::parallel_rows(s.rows, n, [&](int64_t r) {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(2 * n));
+    widen(x + r * n, n, row.data());
+    layer_norm_fast<float>(row.data() + n, stats + 2 * r, row.data(), w, b, RowShape{1, n}, eps);
+    narrow(row.data() + n, n, out + r * n);
+  });
+}
+
+// grads_fast's blocks of kParamRows rows, each widened, run by float32's sweep.
+template <bool kDx, bool kParams>
+void grads_bf16(bfloat16* dx, float* partial, const bfloat16* x, const float* w, const bfloat16* g, const float* stats,
+                RowShape s, double eps) {
+  const int64_t n = s.size, rows = s.rows, blocks = param_blocks(rows);
+  const bool parallel = blocks > 1 && rows * n >= kernels::kParallelGrain && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t first = b * kParamRows, count = std::min(kParamRows, rows - first);
+    thread_local std::vector<float> scratch;
+    scratch.resize(static_cast<size_t>(3 * count * n));
+    float *xs = scratch.data(), *gs = xs + count * n, *dxs = gs + count * n;
+    widen(x + first * n, count * n, xs);
+    widen(g + first * n, count * n, gs);
+    grads_fast<float, kDx, kParams>(dxs, kParams ? partial + b * 2 * n : nullptr, xs, w, gs,
+                                    stats ? stats + 2 * first : nullptr, RowShape{count, n}, eps);
+    if constexpr (kDx) narrow(dxs, count * n, dx + first * n);
+  }
+}
+
 // ---- the kernels in the table ----
 
 template <typename T>
 void layer_norm_fast_kernel(const Tensor& out, const Tensor& stats, const Tensor& x, const Tensor& weight,
                             const Tensor& bias, double eps) {
-  layer_norm_fast<T>(out.data<T>(), stats.data<T>(), x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias),
-                     detail::row_shape(x), eps);
+  const detail::ParamData<T> w(weight), b(bias);
+  if constexpr (std::is_same_v<T, bfloat16>)
+    layer_norm_bf16_fast(out.data<T>(), stats.data<float>(), x.data<T>(), w.get(), b.get(), detail::row_shape(x), eps);
+  else
+    layer_norm_fast<T>(out.data<T>(), stats.data<T>(), x.data<T>(), w.get(), b.get(), detail::row_shape(x), eps);
 }
+
 template <typename T>
 void layer_norm_reference_kernel(const Tensor& out, const Tensor& stats, const Tensor& x, const Tensor& weight,
                                  const Tensor& bias, double eps) {
-  layer_norm_reference<T>(out.data<T>(), stats.data<T>(), x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias),
+  const detail::ParamData<T> w(weight), b(bias);
+  layer_norm_reference<T>(out.data<T>(), stats.data<compute_type<T>>(), x.data<T>(), w.get(), b.get(),
                           detail::row_shape(x), eps);
 }
 
-// The partials come from the caching allocator on x's device, like any temporary.
+// The partials (compute_type<T>) come from the caching allocator on x's device, like any temporary.
 template <typename T>
 void grads_fast_kernel(const Tensor& dx, const Tensor& params, const Tensor& x, const Tensor& weight,
                        const Tensor& grad, const Tensor& stats, double eps) {
+  using C = compute_type<T>;
   const RowShape s = detail::row_shape(x);
   const int64_t blocks = param_blocks(s.rows), d = s.size;
   const bool want_dx = dx.defined(), want_params = params.defined();
-  Tensor partial = want_params ? Tensor::empty({blocks, 2, d}, {x.dtype(), x.device()}) : Tensor();
-  T* pp = mutable_data_or_null<T>(partial);
-  auto run = !want_params ? grads_fast<T, true, false>
-             : want_dx    ? grads_fast<T, true, true>
-                          : grads_fast<T, false, true>;
-  run(mutable_data_or_null<T>(dx), pp, x.data<T>(), data_or_null<T>(weight), grad.data<T>(), data_or_null<T>(stats), s,
-      eps);
+  Tensor partial = want_params ? Tensor::empty({blocks, 2, d}, {dtype_of<C>(), x.device()}) : Tensor();
+  C* pp = mutable_data_or_null<C>(partial);
+  const detail::ParamData<T> w(weight);
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    auto run = !want_params ? grads_bf16<true, false> : want_dx ? grads_bf16<true, true> : grads_bf16<false, true>;
+    run(mutable_data_or_null<T>(dx), pp, x.data<T>(), w.get(), grad.data<T>(), data_or_null<C>(stats), s, eps);
+  } else {
+    auto run = !want_params ? grads_fast<T, true, false>
+               : want_dx    ? grads_fast<T, true, true>
+                            : grads_fast<T, false, true>;
+    run(mutable_data_or_null<T>(dx), pp, x.data<T>(), w.get(), grad.data<T>(), data_or_null<C>(stats), s, eps);
+  }
   if (want_params) merge_param_partials(params.data<T>(), pp, blocks, d);
 }
 
@@ -235,7 +288,8 @@ template <typename T>
 void grads_reference_kernel(const Tensor& dx, const Tensor& params, const Tensor& x, const Tensor& weight,
                             const Tensor& grad, const Tensor&, double eps) {
   const RowShape s = detail::row_shape(x);
-  if (dx.defined()) dx_reference<T>(dx.data<T>(), x.data<T>(), data_or_null<T>(weight), grad.data<T>(), s, eps);
+  if (dx.defined())
+    dx_reference<T>(dx.data<T>(), x.data<T>(), detail::ParamData<T>(weight).get(), grad.data<T>(), s, eps);
   if (params.defined()) param_grads_reference<T>(params.data<T>(), x.data<T>(), grad.data<T>(), s, eps);
 }
 
@@ -252,24 +306,30 @@ void register_for() {
 }  // namespace
 
 namespace detail {
-template <typename T>
-void layer_norm_rows_fast(T* out, T* stats, const T* x, const T* w, const T* b, RowShape s, double eps) {
-  layer_norm_fast<T>(out, stats, x, w, b, s, eps);
+template <typename T, typename C>
+void layer_norm_rows_fast(T* out, C* stats, const T* x, const C* w, const C* b, RowShape s, double eps) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    layer_norm_bf16_fast(out, stats, x, w, b, s, eps);
+  else
+    layer_norm_fast<T>(out, stats, x, w, b, s, eps);
 }
-template <typename T>
-void layer_norm_rows_reference(T* out, T* stats, const T* x, const T* w, const T* b, RowShape s, double eps) {
+template <typename T, typename C>
+void layer_norm_rows_reference(T* out, C* stats, const T* x, const C* w, const C* b, RowShape s, double eps) {
   layer_norm_reference<T>(out, stats, x, w, b, s, eps);
 }
-#define LOOM_LAYER_NORM_ROWS(T)                                                                  \
-  template void layer_norm_rows_fast<T>(T*, T*, const T*, const T*, const T*, RowShape, double); \
-  template void layer_norm_rows_reference<T>(T*, T*, const T*, const T*, const T*, RowShape, double);
+#define LOOM_LAYER_NORM_ROWS(T)                                                                      \
+  template void layer_norm_rows_fast<T>(T*, compute_type<T>*, const T*, const compute_type<T>*,      \
+                                        const compute_type<T>*, RowShape, double);                   \
+  template void layer_norm_rows_reference<T>(T*, compute_type<T>*, const T*, const compute_type<T>*, \
+                                             const compute_type<T>*, RowShape, double);
 LOOM_LAYER_NORM_ROWS(float)
 LOOM_LAYER_NORM_ROWS(double)
+LOOM_LAYER_NORM_ROWS(bfloat16)
 #undef LOOM_LAYER_NORM_ROWS
 }  // namespace detail
 
 LOOM_KERNELS(cpu_layer_norm) {
-  kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  kernels::for_each_type(FloatingTypesBf16{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
 }
 
 }  // namespace loom

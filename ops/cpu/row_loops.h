@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <limits>
+#include <vector>
 
 #include "loom/kernels/loops.h"
 #include "loom/tensor.h"
@@ -33,6 +34,28 @@ template <typename T>
 const T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
+
+// A layer norm's weight or bias as its kernels read it (compute_type<T>): T's own
+// elements, or a bfloat16 one's widened to float32 once per call; null when undefined.
+template <typename T>
+class ParamData {
+ public:
+  explicit ParamData(const Tensor& t) {
+    if (!t.defined()) return;
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      const bfloat16* p = t.data<bfloat16>();
+      widened_.assign(p, p + t.numel());
+      data_ = widened_.data();
+    } else {
+      data_ = t.data<T>();
+    }
+  }
+  const compute_type<T>* get() const { return data_; }
+
+ private:
+  std::vector<float> widened_;
+  const compute_type<T>* data_ = nullptr;
+};
 
 template <typename T>
 inline constexpr T kNegInf = -std::numeric_limits<T>::infinity();

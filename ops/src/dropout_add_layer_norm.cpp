@@ -33,7 +33,7 @@ Tensor dropout_add_layer_norm(const Tensor& x, const Tensor& s, const Tensor& we
   Tensor out = Tensor::empty(x.shape(), like_x), h = Tensor::empty(x.shape(), like_x);
   // Each row's (mean, rstd), as layer_norm saves them.
   const int64_t rows = x.numel() / std::max<int64_t>(x.shape().back(), 1);
-  Tensor stats = Tensor::empty({rows, 2}, like_x);
+  Tensor stats = Tensor::empty({rows, 2}, {detail::stats_dtype(x.dtype()), x.device()});
   Tensor mask = Tensor::empty({kernels::dropout_mask_words(x.numel())}, {DType::i32, x.device()});
   Tensor xd = detail::dense(x), sd = detail::dense(s);
   detail::kernel_for<kernels::DropoutAddLayerNormKernel>(op, x)(out, h, stats, mask, xd, sd, detail::dense(weight),

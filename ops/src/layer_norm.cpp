@@ -19,7 +19,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
   // Each row's (mean, rstd), saved so the backward need not recompute them.
   const int64_t rows = x.numel() / std::max<int64_t>(x.shape().back(), 1);
-  Tensor stats = Tensor::empty({rows, 2}, {x.dtype(), x.device()});
+  Tensor stats = Tensor::empty({rows, 2}, {detail::stats_dtype(x.dtype()), x.device()});
   detail::kernel_for<kernels::LayerNormKernel>("layer_norm", x)(out, stats, detail::dense(x), detail::dense(weight),
                                                                 detail::dense(bias), eps);
   return record("layer_norm", {x, weight, bias}, out,

@@ -7,8 +7,11 @@
 
 namespace loom::detail {
 
+// The dtype of the saved (mean, rstd) per row: x's, or float32 for bfloat16 (its kernels' arithmetic).
+inline DType stats_dtype(DType x) { return x == DType::bf16 ? DType::f32 : x; }
+
 inline void check_layer_norm_args(std::string_view op, const Tensor& x, const Tensor& w, const Tensor& b) {
-  LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32 or float64, got {}", op, dtype_name(x.dtype()));
+  LOOM_CHECK(is_floating(x.dtype()), "{}: expected float32, float64 or bfloat16, got {}", op, dtype_name(x.dtype()));
   LOOM_CHECK(x.dim() >= 1, "{}: expected at least 1 dim, got a 0-d tensor", op);
   for (const Tensor* p : {&w, &b}) {
     if (!p->defined()) continue;
