@@ -52,6 +52,7 @@ void register_for() {
 LOOM_KERNELS(cuda_softmax) {
   register_for<float>();
   register_for<double>();
+  register_for<bfloat16>();
 }
 
 }  // namespace loom::cuda

@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include <type_traits>
+
 #include "block_reduce.cuh"
+#include "loom/bfloat16.h"
 #include "kernel_errors.h"
 #include "rows_launch.h"
 
@@ -11,12 +14,13 @@ namespace loom::cuda {
 
 namespace {
 
-// x's logit j of row r after masking: x + mask, or -inf where a bool mask is true.
-template <typename T>
-__device__ T masked_logit(T x, const RowMaskArgs& m, const char* mask_row, int64_t j) {
-  if (m.kind == RowMaskArgs::additive) return x + reinterpret_cast<const T*>(mask_row)[j * m.step];
+// x's logit j of row r after masking, in C: x + mask (of x's dtype T), or -inf where a
+// bool mask is true.
+template <typename T, typename C>
+__device__ C masked_logit(C x, const RowMaskArgs& m, const char* mask_row, int64_t j) {
+  if (m.kind == RowMaskArgs::additive) return x + C(reinterpret_cast<const T*>(mask_row)[j * m.step]);
   if (m.kind == RowMaskArgs::boolean)
-    return reinterpret_cast<const unsigned char*>(mask_row)[j * m.step] ? T(-INFINITY) : x;
+    return reinterpret_cast<const unsigned char*>(mask_row)[j * m.step] ? C(-INFINITY) : x;
   return x;
 }
 
@@ -27,41 +31,52 @@ __device__ const char* mask_row(const RowMaskArgs& m, int64_t r) {
   return static_cast<const char*>(m.data) + walk_offset(r, m.outer_ndim, m.outer_sizes, m.outer_strides) * element;
 }
 
-template <typename T>
+// C = compute_type<T>: a bfloat16 row is computed on in float32 and each output rounded
+// once, as on the CPU; its logits are computed again in each pass (stored in the
+// bfloat16 output they would be rounded).
+template <typename T, typename C = compute_type<T>>
 __global__ void softmax_kernel(Rows s, T* out, const T* x, RowMaskArgs m, bool log_output) {
+  constexpr bool kKeepLogits = std::is_same_v<T, C>;
   __shared__ double scratch[kMaxBlockThreads];
   const int64_t n = s.size;
   for (int64_t r = blockIdx.x; r < s.rows; r += gridDim.x) {
     const T* xr = x + r * n;
     T* yr = out + r * n;
     const char* mr = mask_row<T>(m, r);
+    auto logit = [&](int64_t j) -> C {
+      if constexpr (kKeepLogits)
+        return yr[j];
+      else
+        return masked_logit<T>(C(xr[j]), m, mr, j);
+    };
     double mx = -INFINITY;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const T z = masked_logit(xr[j], m, mr, j);
-      yr[j] = z;  // the logits, kept for the next passes (each thread reads back its own)
+      const C z = masked_logit<T>(C(xr[j]), m, mr, j);
+      if constexpr (kKeepLogits) yr[j] = z;  // the logits, kept for the next passes (each thread reads back its own)
       mx = z > mx ? double(z) : mx;
     }
     mx = block_combine(mx, scratch, MaxOp{});
     if (mx == -INFINITY) {  // fully masked row: zeros (softmax) or -inf (log_softmax), not 0/0
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = log_output ? T(-INFINITY) : T(0);
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = T(log_output ? C(-INFINITY) : C(0));
       continue;
     }
-    const T max_t = static_cast<T>(mx);
+    const C max_t = static_cast<C>(mx);
     double total = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) total += exp(yr[j] - max_t);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) total += exp(logit(j) - max_t);
     total = block_combine(total, scratch, PlusOp{});
     if (log_output) {
       const double log_total = log(total);
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = static_cast<T>(double(yr[j] - max_t) - log_total);
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+        yr[j] = static_cast<T>(static_cast<C>(double(logit(j) - max_t) - log_total));
     } else {
-      const T inv = static_cast<T>(1.0 / total);
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = exp(yr[j] - max_t) * inv;
+      const C inv = static_cast<C>(1.0 / total);
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = T(exp(logit(j) - max_t) * inv);
     }
   }
 }
 
 // softmax: out = y (g - sum(g y)); log_softmax: out = g - exp(y) sum(g), masked (-inf) entries 0.
-template <typename T>
+template <typename T, typename C = compute_type<T>>
 __global__ void softmax_backward_kernel(Rows s, T* out, const T* y, const T* g, bool log_output) {
   __shared__ double scratch[kMaxBlockThreads];
   const int64_t n = s.size;
@@ -72,16 +87,17 @@ __global__ void softmax_backward_kernel(Rows s, T* out, const T* y, const T* g, 
     double sum = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       if (log_output)
-        sum += yr[j] == T(-INFINITY) ? 0.0 : double(gr[j]);
+        sum += C(yr[j]) == C(-INFINITY) ? 0.0 : double(C(gr[j]));
       else
-        sum += double(gr[j] * yr[j]);
+        sum += double(C(gr[j]) * C(yr[j]));
     }
-    const T total = static_cast<T>(block_combine(sum, scratch, PlusOp{}));
+    const C total = static_cast<C>(block_combine(sum, scratch, PlusOp{}));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const C yj = yr[j], gj = gr[j];
       if (log_output)
-        o[j] = yr[j] == T(-INFINITY) ? T(0) : gr[j] - exp(yr[j]) * total;
+        o[j] = T(yj == C(-INFINITY) ? C(0) : gj - exp(yj) * total);
       else
-        o[j] = yr[j] * (gr[j] - total);
+        o[j] = T(yj * (gj - total));
     }
   }
 }
@@ -110,5 +126,7 @@ template void launch_softmax<float>(bool, Rows, void*, const void*, const RowMas
 template void launch_softmax<double>(bool, Rows, void*, const void*, const RowMaskArgs&, cudaStream_t);
 template void launch_softmax_backward<float>(bool, Rows, void*, const void*, const void*, cudaStream_t);
 template void launch_softmax_backward<double>(bool, Rows, void*, const void*, const void*, cudaStream_t);
+template void launch_softmax<bfloat16>(bool, Rows, void*, const void*, const RowMaskArgs&, cudaStream_t);
+template void launch_softmax_backward<bfloat16>(bool, Rows, void*, const void*, const void*, cudaStream_t);
 
 }  // namespace loom::cuda

@@ -406,6 +406,51 @@ void backward_fast(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   });
 }
 
+// ---- bfloat16: float32's kernels on widened copies of the operands ([B, T, D] each,
+// never [T, T]: attention is compute-bound, O(T D) conversions against O(T^2 D)
+// products), each result rounded once; the log-sum-exp stays float32 ----
+
+// A bfloat16 view's elements as a dense float32 tensor; an additive mask (an expanded
+// view, [.., Tq, Tk] in shape only) keeps its strides over a widened copy of its storage.
+Tensor widened(const Tensor& t) {
+  if (!t.defined() || t.dtype() != DType::bf16) return t;
+  const auto* from = static_cast<const bfloat16*>(t.storage()->data());
+  if (!t.is_contiguous()) {
+    const int64_t stored = static_cast<int64_t>(t.storage()->nbytes() / sizeof(bfloat16));
+    Tensor base = Tensor::empty({stored}, {DType::f32, t.device()});
+    std::copy(from, from + stored, base.data<float>());
+    return Tensor::make_view(base, t.shape(), t.strides(), t.offset());
+  }
+  Tensor wide = Tensor::empty(t.shape(), {DType::f32, t.device()});
+  std::copy(from + t.offset(), from + t.offset() + t.numel(), wide.data<float>());
+  return wide;
+}
+// dense `to` (bfloat16) = dense float32 `from`, rounded.
+void narrow_into(const Tensor& to, const Tensor& from) {
+  const float* p = from.data<float>();
+  std::transform(p, p + from.numel(), to.data<bfloat16>(), [](float x) { return bfloat16(x); });
+}
+Tensor float_like(const Tensor& t) { return Tensor::empty(t.shape(), {DType::f32, t.device()}); }
+
+template <bool Fast>
+void forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Tensor& mask, const kernels::AttentionArgs& args) {
+  const Tensor wide = float_like(out);
+  (Fast ? forward_fast<float> : forward_reference<float>)(wide, lse, widened(q), widened(k), widened(v), widened(mask),
+                                                          args);
+  narrow_into(out, wide);
+}
+
+template <bool Fast>
+void backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad, const Tensor& q,
+                   const Tensor& k, const Tensor& v, const Tensor& mask, const Tensor& out, const Tensor& lse,
+                   const kernels::AttentionArgs& args) {
+  const Tensor wq = float_like(dq), wk = float_like(dk), wv = float_like(dv);
+  (Fast ? backward_fast<float> : backward_reference<float>)(wq, wk, wv, widened(grad), widened(q), widened(k),
+                                                            widened(v), widened(mask), widened(out), lse, args);
+  narrow_into(dq, wq), narrow_into(dk, wk), narrow_into(dv, wv);
+}
+
 template <typename T>
 void register_for() {
   register_kernel<kernels::AttentionKernel>("flash_attention", DeviceType::cpu, dtype_of<T>(), forward_fast<T>,
@@ -418,6 +463,10 @@ void register_for() {
 
 LOOM_KERNELS(cpu_flash_attention) {
   kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  register_kernel<kernels::AttentionKernel>("flash_attention", DeviceType::cpu, DType::bf16, forward_bf16<true>,
+                                            forward_bf16<false>);
+  register_kernel<kernels::AttentionBackwardKernel>("flash_attention_backward", DeviceType::cpu, DType::bf16,
+                                                    backward_bf16<true>, backward_bf16<false>);
 }
 
 }  // namespace loom

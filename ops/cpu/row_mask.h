@@ -1,5 +1,6 @@
 #pragma once
 // A mask read in place as broadcast along the rows of x, for the CPU row kernels.
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -101,6 +102,70 @@ inline const void* mask_row_ptr(const RowMask& m, int64_t r) {
   if (m.kind == MaskKind::none) return nullptr;
   int64_t element_size = m.kind == MaskKind::boolean ? 1 : static_cast<int64_t>(sizeof(T));
   return static_cast<const char*>(m.data) + m.row_base(r) * element_size;
+}
+
+// ---- bfloat16 rows through float32's row loops ----
+
+// Rows per chunk widened at a time: a chunk's scratch stays in cache.
+inline constexpr int64_t kWidenedRows = 64;
+
+// kernel(kind, out, x, mask, shape) of float32 rows run on bfloat16 x: chunks of
+// kWidenedRows rows widened into float32 scratch (an additive mask's rows too), the
+// kernel run on each, its results rounded once into out. Chunks are split among the
+// threads; each row is computed by one thread in one order as in float32.
+template <typename Kernel>
+void run_masked_rows_bf16(const Tensor& out, const Tensor& x, const Tensor& mask, Kernel kernel) {
+  const RowMask m = row_mask(mask, x);
+  const RowShape s = row_shape(x);
+  const int64_t n = s.size, chunks = (s.rows + kWidenedRows - 1) / kWidenedRows;
+  const bfloat16* px = x.data<bfloat16>();
+  bfloat16* po = out.data<bfloat16>();
+  const bool parallel = chunks > 1 && s.rows * n >= kernels::kParallelGrain && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t first = c * kWidenedRows, count = std::min(kWidenedRows, s.rows - first);
+    thread_local std::vector<float> scratch;
+    scratch.resize(static_cast<size_t>(3 * count * n));
+    float *xs = scratch.data(), *ys = xs + count * n, *ms = ys + count * n;
+    std::copy(px + first * n, px + (first + count) * n, xs);
+    RowMask chunk;
+    chunk.kind = m.kind;
+    if (m.kind == MaskKind::boolean) {
+      chunk.data = m.data, chunk.step = m.step;
+      chunk.row_bases.assign(m.row_bases.begin() + first, m.row_bases.begin() + first + count);
+    } else if (m.kind == MaskKind::additive) {
+      for (int64_t r = 0; r < count; ++r) {
+        const bfloat16* mr = m.row<bfloat16>(first + r);
+        for (int64_t j = 0; j < n; ++j) ms[r * n + j] = mr[j * m.step];
+        chunk.row_bases.push_back(r * n);
+      }
+      chunk.data = ms, chunk.step = 1;
+    }
+    dispatch_mask(chunk, [&](auto kind) { kernel(kind, ys, xs, chunk, RowShape{count, n}); });
+    std::transform(ys, ys + count * n, po + first * n, [](float v) { return bfloat16(v); });
+  }
+}
+
+// kernel(out, y, g, shape) of float32 rows (a row op's backward) run on bfloat16 y and
+// g, chunk by chunk as run_masked_rows_bf16.
+template <typename Kernel>
+void run_rows_bf16(const Tensor& out, const Tensor& y, const Tensor& g, Kernel kernel) {
+  const RowShape s = row_shape(y);
+  const int64_t n = s.size, chunks = (s.rows + kWidenedRows - 1) / kWidenedRows;
+  const bfloat16 *py = y.data<bfloat16>(), *pg = g.data<bfloat16>();
+  bfloat16* po = out.data<bfloat16>();
+  const bool parallel = chunks > 1 && s.rows * n >= kernels::kParallelGrain && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t first = c * kWidenedRows, count = std::min(kWidenedRows, s.rows - first);
+    thread_local std::vector<float> scratch;
+    scratch.resize(static_cast<size_t>(3 * count * n));
+    float *ys = scratch.data(), *gs = ys + count * n, *os = gs + count * n;
+    std::copy(py + first * n, py + (first + count) * n, ys);
+    std::copy(pg + first * n, pg + (first + count) * n, gs);
+    kernel(os, ys, gs, RowShape{count, n});
+    std::transform(os, os + count * n, po + first * n, [](float v) { return bfloat16(v); });
+  }
 }
 
 }  // namespace loom::detail

@@ -89,7 +89,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                               .dropout_p = train ? dropout_p : 0.0};
   if (args.dropout_p > 0) args.seed = gen.seed(), args.offset = gen.next_offset();
   Tensor out3 = Tensor::empty({batches, queries, value_depth}, {q.dtype(), q.device()});
-  Tensor lse = Tensor::empty({batches, queries}, {q.dtype(), q.device()});
+  // Each row's log-sum-exp, float32 for bfloat16 operands (their kernels' arithmetic).
+  Tensor lse = Tensor::empty({batches, queries}, {q.dtype() == DType::bf16 ? DType::f32 : q.dtype(), q.device()});
   {
     NoGradGuard kernel_internals;
     detail::kernel_for<kernels::AttentionKernel>("flash_attention", q)(out3, lse, q3, k3, v3, mask_view, args);
