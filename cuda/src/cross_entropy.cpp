@@ -55,6 +55,7 @@ void register_for() {
 LOOM_KERNELS(cuda_cross_entropy) {
   register_for<float>();
   register_for<double>();
+  register_for<bfloat16>();
 }
 
 }  // namespace loom::cuda

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "block_reduce.cuh"
+#include "loom/bfloat16.h"
 #include "kernel_errors.h"
 #include "rows_launch.h"
 
@@ -59,8 +60,9 @@ __global__ void row_loss_kernel(Rows s, double* row_loss, const T* x, const int6
 }
 
 // One block: live rows counted and row losses summed in row order (fixed tree).
-template <typename T>
-__global__ void mean_loss_kernel(Rows s, T* loss, const double* row_loss, const int64_t* target, int64_t ignore,
+// The loss (and its incoming gradient) is compute_type<T>: float32 for bfloat16 logits.
+template <typename T, typename C = compute_type<T>>
+__global__ void mean_loss_kernel(Rows s, C* loss, const double* row_loss, const int64_t* target, int64_t ignore,
                                  double* live_out) {
   __shared__ double scratch[kMaxBlockThreads];
   double total = 0, live = 0;
@@ -72,17 +74,17 @@ __global__ void mean_loss_kernel(Rows s, T* loss, const double* row_loss, const 
   total = block_combine(total, scratch, PlusOp{});
   live = block_combine(live, scratch, PlusOp{});
   if (threadIdx.x == 0) {
-    if (loss) *loss = live == 0 ? T(0) : static_cast<T>(total / live);
+    if (loss) *loss = live == 0 ? C(0) : static_cast<C>(total / live);
     if (live_out) *live_out = live;
   }
 }
 
-template <typename T>
-__global__ void cross_entropy_backward_kernel(Rows s, T* out, const T* x, const int64_t* target, const T* grad,
+template <typename T, typename C = compute_type<T>>
+__global__ void cross_entropy_backward_kernel(Rows s, T* out, const T* x, const int64_t* target, const C* grad,
                                               const double* live, double eps, int64_t ignore) {
   __shared__ double scratch[kMaxBlockThreads];
   const int64_t n = s.size;
-  const T scale = *live == 0 ? T(0) : static_cast<T>(static_cast<double>(*grad) / *live);
+  const C scale = *live == 0 ? C(0) : static_cast<C>(static_cast<double>(*grad) / *live);
   for (int64_t r = blockIdx.x; r < s.rows; r += gridDim.x) {
     T* o = out + r * n;
     if (target[r] == ignore) {
@@ -95,7 +97,7 @@ __global__ void cross_entropy_backward_kernel(Rows s, T* out, const T* x, const 
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       const double p = exp(double(xr[j]) - mx - lse);
       const double target_weight = eps / static_cast<double>(n) + (j == target[r] ? 1.0 - eps : 0.0);
-      o[j] = static_cast<T>(scale * (p - target_weight));
+      o[j] = static_cast<T>(static_cast<C>(scale * (p - target_weight)));
     }
   }
 }
@@ -128,8 +130,8 @@ void launch_cross_entropy(Rows s, void* loss, const void* logits, const int64_t*
         s, row_loss, static_cast<const T*>(logits), target, smoothing, ignore_index);
     check_kernel_launch("row_loss_kernel");
   }
-  mean_loss_kernel<T>
-      <<<1, kMaxBlockThreads, 0, stream>>>(s, static_cast<T*>(loss), row_loss, target, ignore_index, nullptr);
+  mean_loss_kernel<T><<<1, kMaxBlockThreads, 0, stream>>>(s, static_cast<compute_type<T>*>(loss), row_loss, target,
+                                                          ignore_index, nullptr);
   check_kernel_launch("mean_loss_kernel");
 }
 
@@ -137,11 +139,12 @@ template <typename T>
 void launch_cross_entropy_backward(Rows s, void* out, const void* logits, const int64_t* target, const void* grad,
                                    double smoothing, int64_t ignore_index, double* live, cudaStream_t stream) {
   if (s.rows == 0 || s.size == 0) return;
-  mean_loss_kernel<T><<<1, kMaxBlockThreads, 0, stream>>>(s, nullptr, nullptr, target, ignore_index, live);
+  mean_loss_kernel<T><<<1, kMaxBlockThreads, 0, stream>>>(s, static_cast<compute_type<T>*>(nullptr), nullptr, target,
+                                                          ignore_index, live);
   check_kernel_launch("mean_loss_kernel");
   cross_entropy_backward_kernel<T><<<row_blocks(s.rows), row_threads(s.size), 0, stream>>>(
-      s, static_cast<T*>(out), static_cast<const T*>(logits), target, static_cast<const T*>(grad), live, smoothing,
-      ignore_index);
+      s, static_cast<T*>(out), static_cast<const T*>(logits), target, static_cast<const compute_type<T>*>(grad), live,
+      smoothing, ignore_index);
   check_kernel_launch("cross_entropy_backward_kernel");
 }
 
@@ -151,6 +154,10 @@ template void launch_cross_entropy<double>(Rows, void*, const void*, const int64
                                            cudaStream_t);
 template void launch_cross_entropy_backward<float>(Rows, void*, const void*, const int64_t*, const void*, double,
                                                    int64_t, double*, cudaStream_t);
+template void launch_cross_entropy<bfloat16>(Rows, void*, const void*, const int64_t*, double, int64_t, double*,
+                                             cudaStream_t);
+template void launch_cross_entropy_backward<bfloat16>(Rows, void*, const void*, const int64_t*, const void*, double,
+                                                      int64_t, double*, cudaStream_t);
 template void launch_cross_entropy_backward<double>(Rows, void*, const void*, const int64_t*, const void*, double,
                                                     int64_t, double*, cudaStream_t);
 

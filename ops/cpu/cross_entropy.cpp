@@ -8,6 +8,7 @@
 #include "loom/kernel_table.h"
 #include "loom/ops/kernel_signatures.h"
 #include "type_lists.h"
+#include "row_loops.h"
 #include "row_sums.h"
 
 namespace loom {
@@ -154,10 +155,54 @@ void register_for() {
                                                        backward_kernel<T, backward_reference<T>>);
 }
 
+// bfloat16 logits: chunks of rows widened into float32 scratch and run by float32's
+// loops; the loss (float32) sums the chunks' totals in chunk order, the gradient is
+// rounded once.
+template <bool Fast>
+void loss_bf16_kernel(const Tensor& loss, const Tensor& logits, const Tensor& target, const CrossEntropyArgs& a) {
+  const Targets t = check_targets(logits, target, a);
+  const RowShape s = detail::row_shape(logits);
+  const bfloat16* x = logits.data<bfloat16>();
+  std::vector<double> totals(static_cast<size_t>(detail::row_chunk_count(s)), 0.0);
+  detail::for_each_row_chunk(s, [&](int64_t c, int64_t first, int64_t count) {
+    float* xs = detail::row_scratch(count * s.size);
+    detail::widen(x + first * s.size, count * s.size, xs);
+    totals[c] = (Fast ? loss_fast<float> : loss_reference<float>)(xs, Targets{t.ids + first, t.count}, a.ignore_index,
+                                                                  RowShape{count, s.size}, a.smoothing);
+  });
+  double total = 0;
+  for (double chunk_total : totals) total += chunk_total;
+  *loss.data<float>() = t.count == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(t.count));
+}
+
+template <bool Fast>
+void backward_bf16_kernel(const Tensor& out, const Tensor& logits, const Tensor& target, const Tensor& grad,
+                          const CrossEntropyArgs& a) {
+  const Targets t = check_targets(logits, target, a);
+  const float scale =
+      t.count == 0 ? 0.0f : static_cast<float>(static_cast<double>(*grad.data<float>()) / static_cast<double>(t.count));
+  const RowShape s = detail::row_shape(logits);
+  const bfloat16* x = logits.data<bfloat16>();
+  bfloat16* o = out.data<bfloat16>();
+  detail::for_each_row_chunk(s, [&](int64_t, int64_t first, int64_t count) {
+    float* xs = detail::row_scratch(2 * count * s.size);
+    float* os = xs + count * s.size;
+    detail::widen(x + first * s.size, count * s.size, xs);
+    (Fast ? backward_fast<float> : backward_reference<float>)(os, xs, Targets{t.ids + first, t.count}, a.ignore_index,
+                                                              RowShape{count, s.size}, a.smoothing, scale);
+    detail::narrow(os, count * s.size, o + first * s.size);
+  });
+}
+
 }  // namespace
 
 LOOM_KERNELS(cpu_cross_entropy) {
   kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
+  register_kernel<kernels::CrossEntropyKernel>("label_smoothed_cross_entropy", DeviceType::cpu, DType::bf16,
+                                               loss_bf16_kernel<true>, loss_bf16_kernel<false>);
+  register_kernel<kernels::CrossEntropyBackwardKernel>("label_smoothed_cross_entropy_backward", DeviceType::cpu,
+                                                       DType::bf16, backward_bf16_kernel<true>,
+                                                       backward_bf16_kernel<false>);
 }
 
 }  // namespace loom

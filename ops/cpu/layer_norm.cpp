@@ -201,22 +201,17 @@ void param_grads_reference(T* out, const T* x, const T* g, RowShape s, double ep
 // ---- bfloat16: rows widened into float32 scratch, float32's loops run on them,
 // results rounded once; statistics and the dw/db partials stay float32 ----
 
-void widen(const bfloat16* from, int64_t n, float* to) {
-  for (int64_t j = 0; j < n; ++j) to[j] = from[j];
-}
-void narrow(const float* from, int64_t n, bfloat16* to) {
-  for (int64_t j = 0; j < n; ++j) to[j] = bfloat16(from[j]);
-}
+using detail::narrow;
+using detail::widen;
 
 void layer_norm_bf16_fast(bfloat16* out, float* stats, const bfloat16* x, const float* w, const float* b, RowShape s,
                           double eps) {
   const int64_t n = s.size;
   detail::parallel_rows(s.rows, n, [&](int64_t r) {
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(2 * n));
-    widen(x + r * n, n, row.data());
-    layer_norm_fast<float>(row.data() + n, stats + 2 * r, row.data(), w, b, RowShape{1, n}, eps);
-    narrow(row.data() + n, n, out + r * n);
+    float* row = detail::row_scratch(2 * n);
+    widen(x + r * n, n, row);
+    layer_norm_fast<float>(row + n, stats + 2 * r, row, w, b, RowShape{1, n}, eps);
+    narrow(row + n, n, out + r * n);
   });
 }
 
@@ -229,9 +224,8 @@ void grads_bf16(bfloat16* dx, float* partial, const bfloat16* x, const float* w,
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t first = b * kParamRows, count = std::min(kParamRows, rows - first);
-    thread_local std::vector<float> scratch;
-    scratch.resize(static_cast<size_t>(3 * count * n));
-    float *xs = scratch.data(), *gs = xs + count * n, *dxs = gs + count * n;
+    float* xs = detail::row_scratch(3 * count * n);
+    float *gs = xs + count * n, *dxs = gs + count * n;
     widen(x + first * n, count * n, xs);
     widen(g + first * n, count * n, gs);
     grads_fast<float, kDx, kParams>(dxs, kParams ? partial + b * 2 * n : nullptr, xs, w, gs,

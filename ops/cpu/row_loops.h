@@ -4,6 +4,7 @@
 // by one thread in a fixed order, so results are the same bits for any thread count.
 #include <omp.h>
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -33,6 +34,36 @@ void parallel_rows(int64_t rows, int64_t size, Body body) {
 template <typename T>
 const T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
+}
+
+// ---- bfloat16 rows computed in float32: chunks of rows widened into scratch ----
+
+// Rows per chunk: up to 64, fewer for long rows, so that a chunk's scratch (about 2^14
+// floats per array) stays in cache.
+inline int64_t widened_chunk_rows(int64_t row_size) {
+  return std::clamp<int64_t>((int64_t(1) << 14) / std::max<int64_t>(row_size, 1), 1, 64);
+}
+inline int64_t row_chunk_count(RowShape s) {
+  const int64_t per_chunk = widened_chunk_rows(s.size);
+  return (s.rows + per_chunk - 1) / per_chunk;
+}
+// body(chunk, first row, rows) for each chunk, the chunks split among the threads.
+template <typename Body>
+void for_each_row_chunk(RowShape s, Body body) {
+  const int64_t per_chunk = widened_chunk_rows(s.size), chunks = row_chunk_count(s);
+  const bool parallel = chunks > 1 && s.rows * s.size >= kernels::kParallelGrain && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c) body(c, c * per_chunk, std::min(per_chunk, s.rows - c * per_chunk));
+}
+// This thread's float32 scratch of at least n elements (reused from call to call).
+inline float* row_scratch(int64_t n) {
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < n) scratch.resize(static_cast<size_t>(n));
+  return scratch.data();
+}
+inline void widen(const bfloat16* from, int64_t n, float* to) { std::copy(from, from + n, to); }
+inline void narrow(const float* from, int64_t n, bfloat16* to) {
+  std::transform(from, from + n, to, [](float v) { return bfloat16(v); });
 }
 
 // A layer norm's weight or bias as its kernels read it (compute_type<T>): T's own

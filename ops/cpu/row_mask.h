@@ -104,30 +104,23 @@ inline const void* mask_row_ptr(const RowMask& m, int64_t r) {
   return static_cast<const char*>(m.data) + m.row_base(r) * element_size;
 }
 
-// ---- bfloat16 rows through float32's row loops ----
+// ---- bfloat16 rows through float32's row loops (row_loops.h's chunks) ----
 
-// Rows per chunk widened at a time: a chunk's scratch stays in cache.
-inline constexpr int64_t kWidenedRows = 64;
-
-// kernel(kind, out, x, mask, shape) of float32 rows run on bfloat16 x: chunks of
-// kWidenedRows rows widened into float32 scratch (an additive mask's rows too), the
-// kernel run on each, its results rounded once into out. Chunks are split among the
-// threads; each row is computed by one thread in one order as in float32.
+// kernel(kind, out, x, mask, shape) of float32 rows run on bfloat16 x: each chunk of
+// rows widened into float32 scratch (an additive mask's rows too), the kernel run on
+// it, its results rounded once into out. Each row is computed by one thread in one
+// order, as in float32.
 template <typename Kernel>
 void run_masked_rows_bf16(const Tensor& out, const Tensor& x, const Tensor& mask, Kernel kernel) {
   const RowMask m = row_mask(mask, x);
   const RowShape s = row_shape(x);
-  const int64_t n = s.size, chunks = (s.rows + kWidenedRows - 1) / kWidenedRows;
+  const int64_t n = s.size;
   const bfloat16* px = x.data<bfloat16>();
   bfloat16* po = out.data<bfloat16>();
-  const bool parallel = chunks > 1 && s.rows * n >= kernels::kParallelGrain && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t first = c * kWidenedRows, count = std::min(kWidenedRows, s.rows - first);
-    thread_local std::vector<float> scratch;
-    scratch.resize(static_cast<size_t>(3 * count * n));
-    float *xs = scratch.data(), *ys = xs + count * n, *ms = ys + count * n;
-    std::copy(px + first * n, px + (first + count) * n, xs);
+  for_each_row_chunk(s, [&](int64_t, int64_t first, int64_t count) {
+    float* xs = row_scratch(3 * count * n);
+    float *ys = xs + count * n, *ms = ys + count * n;
+    widen(px + first * n, count * n, xs);
     RowMask chunk;
     chunk.kind = m.kind;
     if (m.kind == MaskKind::boolean) {
@@ -142,30 +135,25 @@ void run_masked_rows_bf16(const Tensor& out, const Tensor& x, const Tensor& mask
       chunk.data = ms, chunk.step = 1;
     }
     dispatch_mask(chunk, [&](auto kind) { kernel(kind, ys, xs, chunk, RowShape{count, n}); });
-    std::transform(ys, ys + count * n, po + first * n, [](float v) { return bfloat16(v); });
-  }
+    narrow(ys, count * n, po + first * n);
+  });
 }
 
-// kernel(out, y, g, shape) of float32 rows (a row op's backward) run on bfloat16 y and
-// g, chunk by chunk as run_masked_rows_bf16.
+// kernel(out, y, g, shape) of float32 rows (a row op's backward) run on bfloat16 y and g.
 template <typename Kernel>
 void run_rows_bf16(const Tensor& out, const Tensor& y, const Tensor& g, Kernel kernel) {
   const RowShape s = row_shape(y);
-  const int64_t n = s.size, chunks = (s.rows + kWidenedRows - 1) / kWidenedRows;
+  const int64_t n = s.size;
   const bfloat16 *py = y.data<bfloat16>(), *pg = g.data<bfloat16>();
   bfloat16* po = out.data<bfloat16>();
-  const bool parallel = chunks > 1 && s.rows * n >= kernels::kParallelGrain && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t first = c * kWidenedRows, count = std::min(kWidenedRows, s.rows - first);
-    thread_local std::vector<float> scratch;
-    scratch.resize(static_cast<size_t>(3 * count * n));
-    float *ys = scratch.data(), *gs = ys + count * n, *os = gs + count * n;
-    std::copy(py + first * n, py + (first + count) * n, ys);
-    std::copy(pg + first * n, pg + (first + count) * n, gs);
+  for_each_row_chunk(s, [&](int64_t, int64_t first, int64_t count) {
+    float* ys = row_scratch(3 * count * n);
+    float *gs = ys + count * n, *os = gs + count * n;
+    widen(py + first * n, count * n, ys);
+    widen(pg + first * n, count * n, gs);
     kernel(os, ys, gs, RowShape{count, n});
-    std::transform(os, os + count * n, po + first * n, [](float v) { return bfloat16(v); });
-  }
+    narrow(os, count * n, po + first * n);
+  });
 }
 
 }  // namespace loom::detail

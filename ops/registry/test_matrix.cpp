@@ -259,23 +259,32 @@ class SampleChecks {
     }
   }
 
-  // An op with a bfloat16 kernel: the sample's floating inputs rounded to bfloat16,
-  // its value and gradients (bfloat16, as its inputs) against float32's on the same
-  // values; and on every other device against the CPU's, within a few bfloat16
+  // An op with a bfloat16 kernel: the sample's floating inputs rounded to bfloat16
+  // (0-d ones, a loss's gradient, stay float32), its value (bfloat16, or a float32
+  // scalar: a loss) and gradients (each its input's dtype) against float32's on the
+  // same values; and on every other device against the CPU's, within a few bfloat16
   // steps (a GPU's float32 exp or tanh may round across a bfloat16 boundary).
   void bfloat16() {
     if (!supports(op_.name, kCPU, DType::bf16)) return;
     std::vector<Tensor> halves, singles;
     for (const Tensor& v : values_) {
-      halves.push_back(is_floating(v.dtype()) ? to_dtype(v, DType::bf16) : v);
+      const bool lowered = is_floating(v.dtype()) && v.dim() > 0;
+      halves.push_back(lowered ? to_dtype(v, DType::bf16) : is_floating(v.dtype()) ? to_dtype(v, DType::f32) : v);
       singles.push_back(is_floating(v.dtype()) ? to_dtype(halves.back(), DType::f32) : v);
     }
     const std::vector<Tensor> half_leaves = as_leaves(halves, sample_, op_.differentiable);
     guarded("bf16", [&] {
       std::vector<Tensor> lowered = value_and_vjp(call_, half_leaves);
-      for (size_t i = 0; i < lowered.size(); ++i)
-        LOOM_CHECK(!is_floating(lowered[i].dtype()) || lowered[i].dtype() == DType::bf16,
-                   "{}: result {} on bfloat16 inputs is {}", op_.name, i, dtype_name(lowered[i].dtype()));
+      const Tensor& result = lowered[0];
+      LOOM_CHECK(!is_floating(result.dtype()) || result.dtype() == DType::bf16 ||
+                     (result.dim() == 0 && result.dtype() == DType::f32),
+                 "{}: its value on bfloat16 inputs is {}", op_.name, dtype_name(result.dtype()));
+      std::vector<Tensor> wrt;
+      for (const Tensor& leaf : half_leaves)
+        if (leaf.requires_grad()) wrt.push_back(leaf);
+      for (size_t i = 1; i < lowered.size(); ++i)
+        LOOM_CHECK(lowered[i].dtype() == wrt.at(i - 1).dtype(), "{}: gradient {} is {} for a {} input", op_.name, i - 1,
+                   dtype_name(lowered[i].dtype()), dtype_name(wrt[i - 1].dtype()));
       const std::vector<Tensor> expected = value_and_vjp(call_, as_leaves(singles, sample_, op_.differentiable));
       const CheckResult value = compare_outputs("bf16", {expected[0]}, {lowered[0]}, kBfloat16Tolerance);
       if (!value.passed) return value;

@@ -16,10 +16,14 @@ namespace loom {
 
 namespace {
 
+// The loss's dtype: the logits', or float32 for bfloat16 logits (autocast's rule: the
+// loss is summed and read in float32; the logits' gradient is bfloat16 again).
+DType loss_dtype(const Tensor& logits) { return logits.dtype() == DType::bf16 ? DType::f32 : logits.dtype(); }
+
 // The arguments checked, as the kernels take them.
 kernels::CrossEntropyArgs check_args(std::string_view op, const Tensor& logits, const Tensor& target, double smoothing,
                                      int64_t ignore_index) {
-  LOOM_CHECK(is_floating(logits.dtype()), "{}: logits must be float32 or float64, got {}", op,
+  LOOM_CHECK(is_floating(logits.dtype()), "{}: logits must be float32, float64 or bfloat16, got {}", op,
              dtype_name(logits.dtype()));
   LOOM_CHECK(target.dtype() == DType::i64 && target.device() == logits.device(),
              "{}: target must be int64 class ids on the logits' device ({}), got {} on {}", op, logits.device(),
@@ -69,7 +73,7 @@ Tensor label_smoothed_cross_entropy(const Tensor& logits, const Tensor& target, 
   CallSite site(where);
   constexpr std::string_view op = "label_smoothed_cross_entropy";
   kernels::CrossEntropyArgs args = check_args(op, logits, target, smoothing, ignore_index);
-  Tensor out = Tensor::empty({}, {logits.dtype(), logits.device()});
+  Tensor out = Tensor::empty({}, {loss_dtype(logits), logits.device()});
   detail::kernel_for<kernels::CrossEntropyKernel>(op, logits)(out, detail::dense(logits), detail::dense(target), args);
   return record(op, {logits, target}, out,
                 [logits, target, smoothing, ignore_index](BackwardContext&, const Tensor& g) -> detail::Grads {
@@ -82,7 +86,9 @@ Tensor label_smoothed_cross_entropy_backward(const Tensor& logits, const Tensor&
   CallSite site(where);
   constexpr std::string_view op = "label_smoothed_cross_entropy_backward";
   kernels::CrossEntropyArgs args = check_args(op, logits, target, smoothing, ignore_index);
-  detail::check_same_kind(op, logits, grad);
+  LOOM_CHECK(grad.device() == logits.device() && grad.dtype() == loss_dtype(logits),
+             "{}: grad must be the loss's dtype {} on the logits' device {}, got {} on {}", op,
+             dtype_name(loss_dtype(logits)), logits.device(), dtype_name(grad.dtype()), grad.device());
   LOOM_CHECK(grad.numel() == 1, "{}: grad must hold one value (the loss is a scalar), got shape {}", op, grad.shape());
   Tensor out = Tensor::empty(logits.shape(), {logits.dtype(), logits.device()});
   detail::kernel_for<kernels::CrossEntropyBackwardKernel>(op, logits)(out, detail::dense(logits), detail::dense(target),
@@ -90,14 +96,16 @@ Tensor label_smoothed_cross_entropy_backward(const Tensor& logits, const Tensor&
   return record(op, {logits, target, grad}, out,
                 [logits, target, grad, smoothing, ignore_index](BackwardContext& c, const Tensor& v) -> detail::Grads {
                   Tensor dx, dg;
-                  if (c.needs(0))
-                    dx = softmax_backward(softmax(logits),
-                                          mul(v, mul(reshape(grad, {}), row_weights(logits, target, ignore_index))));
+                  // (bfloat16 logits: grad is float32, the loss's dtype; each term in its input's dtype.)
+                  if (c.needs(0)) {
+                    Tensor weights = mul(reshape(grad, {}), row_weights(logits, target, ignore_index));
+                    dx = softmax_backward(softmax(logits), mul(v, to_dtype(weights, logits.dtype())));
+                  }
                   if (c.needs(2)) {
-                    Tensor one = detail::constant_like(logits, 1.0);
+                    Tensor one = detail::constant_like(grad, 1.0);
                     Tensor per_unit =
                         label_smoothed_cross_entropy_backward(logits, target, one, smoothing, ignore_index);
-                    dg = reshape(sum(mul(v, per_unit)), c.input_shape(2));
+                    dg = to_dtype(reshape(sum(mul(v, per_unit)), c.input_shape(2)), grad.dtype());
                   }
                   return {dx, Tensor(), dg};
                 });
