@@ -2,6 +2,7 @@
 // future, padding is invisible), attention maps, and a checkpoint that rebuilds
 // the same model. Its configuration: test_transformer_config; decoding: test_decoding.
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "loom/matmul_precision.h"
 #include "loom/models.h"
 #include "loom/ops.h"
 #include "loom/optim.h"
@@ -135,4 +137,80 @@ TEST_CASE("a checkpoint carries the configuration and rebuilds the same model") 
   Tensor src = ids({4, 5, 6, 7}, 1), tgt = ids({1, 8, 9}, 1);
   CHECK(model(src, tgt).to_vector<float>() == rebuilt(src, tgt).to_vector<float>());
   std::remove(path.c_str());
+}
+
+TEST_CASE(
+    "mixed precision: bfloat16 activations and logits, float32 loss, weights and gradients, near float32's step") {
+  if (!cpu_bf16_matmul_available()) return;  // bfloat16 products by the reference loop: right but slow
+  Generator gen(5);
+  TransformerConfig config = presets::tiny(50);
+  Transformer model(config, gen);
+  const Tensor src = ids({5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 2);
+  const Tensor tgt_in = ids({2, 20, 21, 22, 23, 2, 30, 31, 32, 33}, 2);
+  const Tensor tgt_out = ids({20, 21, 22, 23, 3, 30, 31, 32, 33, 3}, 1).reshape({10});
+  const uint64_t dropout_start = gen.offset();
+  struct Step {
+    double loss;
+    DType logits;
+    std::vector<Tensor> grads;
+  };
+  auto step = [&](bool mixed) {
+    model.set_mixed_precision(mixed);
+    model.zero_grad();
+    gen.set_offset(dropout_start);  // the same dropout masks both times
+    const Tensor logits = model(src, tgt_in);
+    const Tensor loss = label_smoothed_cross_entropy(logits.reshape({10, 50}), tgt_out, 0.1);
+    CHECK(loss.dtype() == DType::f32);
+    loss.backward();
+    Step s{loss.item<double>(), logits.dtype(), {}};
+    for (const Tensor& p : model.parameters()) s.grads.push_back(p.grad().detach());
+    return s;
+  };
+  const Step full = step(false), mixed = step(true);
+  Step matmuls;  // today's --precision bf16 (bf16 products, float32 activations): it trains as float32 does
+  {
+    MatmulPrecisionGuard guard(MatmulPrecision::bf16);
+    matmuls = step(false);
+  }
+  CHECK(full.logits == DType::f32);
+  CHECK(mixed.logits == DType::bf16);
+  CHECK(std::abs(mixed.loss - full.loss) <= 1e-2 * std::abs(full.loss));
+  // Each parameter's gradient against float32's, relative error in norm (gradients
+  // zero in exact arithmetic, as the key projections' biases', left out): mixed
+  // precision's largest no worse than 1.5 times bf16 matmuls' (both are bfloat16
+  // roundings through the same layers), and above float32's own rounding (the
+  // activations really were bfloat16).
+  auto largest_and_smallest_error = [&](const Step& s) {
+    double largest = 0, smallest = 1;
+    for (size_t i = 0; i < full.grads.size(); ++i) {
+      REQUIRE(s.grads[i].dtype() == DType::f32);
+      const double norm = std::sqrt(sum(full.grads[i] * full.grads[i]).item<double>());
+      if (norm < 1e-4) continue;
+      const Tensor diff = s.grads[i] - full.grads[i];
+      const double relative = std::sqrt(sum(diff * diff).item<double>()) / norm;
+      largest = std::max(largest, relative), smallest = std::min(smallest, relative);
+    }
+    return std::pair{largest, smallest};
+  };
+  const auto [mixed_largest, mixed_smallest] = largest_and_smallest_error(mixed);
+  const double matmuls_largest = largest_and_smallest_error(matmuls).first;
+  MESSAGE("gradients' relative error against float32's: mixed ", mixed_smallest, " to ", mixed_largest,
+          ", bf16 matmuls up to ", matmuls_largest);
+  CHECK(mixed_largest <= 1.5 * matmuls_largest);
+  CHECK(mixed_smallest > 1e-4);
+  // Same seed, same bits: the mixed step on one thread gives two threads' gradients.
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Step one_thread = step(true);
+  omp_set_num_threads(2);
+  const Step two_threads = step(true);
+  omp_set_num_threads(saved_threads);
+  CHECK(one_thread.loss == two_threads.loss);
+  for (size_t i = 0; i < one_thread.grads.size(); ++i)
+    CHECK(one_thread.grads[i].to_vector<float>() == two_threads.grads[i].to_vector<float>());
+  // Evaluation (validation, decoding) runs in the parameters' dtype.
+  model.eval();
+  CHECK(model(src, tgt_in).dtype() == DType::f32);
+  model.train();
+  model.set_mixed_precision(false);
 }

@@ -56,13 +56,17 @@ Tensor random_ids(int64_t batch, int64_t len, int64_t vocab, Generator& gen) {
 
 void run_bench_step(const StepOptions& opt) {
   use_threads(opt.threads);
-  const std::string precision = use_precision(opt.precision, opt.device) ? "bf16 matmuls" : "float32";
+  const bool lowered = use_precision(opt.precision, opt.device);
+  const std::string precision = !lowered                   ? "float32"
+                                : opt.precision == "mixed" ? "mixed (bf16 activations)"
+                                                           : "bf16 matmuls";
   const Device device = parse_device(opt.device);
   models::TransformerConfig config = models::presets::by_name(opt.preset, opt.vocab);
   config.dropout = opt.dropout;
   Generator init(1), data(2);
   models::Transformer model(config, init);
   model.to(device);
+  model.set_mixed_precision(lowered && opt.precision == "mixed");
   optim::Adam adam(model.parameters(), {.lr = 1e-4, .betas = {0.9, 0.98}, .eps = 1e-9});
   Tensor src = random_ids(opt.batch, opt.src_len, opt.vocab, data);
   Tensor tgt_in = random_ids(opt.batch, opt.tgt_len, opt.vocab, data);
@@ -154,7 +158,7 @@ void add_bench_step_command(CLI::App& bench) {
       ->capture_default_str()
       ->check(in_range(0, 1, true));
   add_threads_option(*step, opt->threads);
-  add_precision_option(*step, opt->precision);
+  add_precision_option(*step, opt->precision, /*training=*/true);
   step->add_option("--steps", opt->steps, "timed steps")->capture_default_str()->check(at_least(1));
   step->add_option("--warmup", opt->warmup, "untimed steps first")->capture_default_str()->check(at_least(0));
   step->add_option("--json", opt->json, "write the results to this JSON file");

@@ -22,9 +22,11 @@ void add_bench_command(CLI::App& app);
 // Sets OpenMP's and OpenBLAS's thread counts (tools/threads.cpp).
 void use_threads(int threads);
 void add_threads_option(CLI::App& cmd, int& threads);  // --threads, 1 to 1024
-// --precision float32|bf16 (loom/matmul_precision.h); use_precision sets it and says when
-// the CPU cannot: returns whether matmuls now run in bf16 (on CUDA: always).
-void add_precision_option(CLI::App& cmd, std::string& precision);
+// --precision float32|bf16, and for training mixed (bf16 activations too); use_precision
+// sets the matmul precision (loom/matmul_precision.h) and says when the CPU cannot:
+// returns whether the precision asked for takes effect (on CUDA: always); the caller
+// turns on a model's mixed precision (Transformer::set_mixed_precision).
+void add_precision_option(CLI::App& cmd, std::string& precision, bool training);
 extern const char* const kPrecisionHelp;  // its help, for `loom train`'s table of options
 bool use_precision(const std::string& precision, const std::string& device);
 // Prints a KernelProfile collected over `runs` runs of `run_seconds` each (a `unit`:

@@ -1,5 +1,6 @@
-// --precision float32|bf16 for the commands that run a model: the matmul precision
-// (loom/matmul_precision.h), and what happens on a CPU without bf16 products.
+// --precision float32|bf16|mixed for the commands that run a model: the matmul
+// precision (loom/matmul_precision.h) or bf16 activations (Transformer::set_mixed_precision),
+// and what happens on a CPU without bf16 products.
 #include <fmt/core.h>
 
 #include "commands.h"
@@ -10,27 +11,34 @@
 namespace loom::tools {
 
 const char* const kPrecisionHelp =
-    "matmul precision: float32, or bf16 (bf16 products with float32 sums; weights, optimizer state, softmax, layer "
-    "norm and loss stay float32; on the CPU it needs AVX512-BF16)";
+    "float32; bf16 (matmuls: bf16 products with float32 sums; activations, weights, optimizer state, softmax, layer "
+    "norm and loss stay float32); or mixed (training stores activations in bf16 as well, every kernel computing in "
+    "float32 inside; weights, gradients' sums, optimizer state and the loss stay float32). On the CPU bf16 and mixed "
+    "need AVX512-BF16";
 
-void add_precision_option(CLI::App& cmd, std::string& precision) {
-  cmd.add_option("--precision", precision, kPrecisionHelp)
+void add_precision_option(CLI::App& cmd, std::string& precision, bool training) {
+  const std::vector<std::string> allowed =
+      training ? std::vector<std::string>{"float32", "bf16", "mixed"} : std::vector<std::string>{"float32", "bf16"};
+  cmd.add_option("--precision", precision,
+                 training ? kPrecisionHelp
+                          : "matmul precision: float32, or bf16 (bf16 "
+                            "products with float32 sums; on the CPU it needs "
+                            "AVX512-BF16)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"float32", "bf16"}));
+      ->check(CLI::IsMember(allowed));
 }
 
 bool use_precision(const std::string& precision, const std::string& device) {
-  if (precision != "bf16") {
-    set_matmul_precision(MatmulPrecision::float32);
-    return false;
-  }
+  // Mixed precision's products are bf16 by their operands' dtype: matmul precision stays float32.
+  set_matmul_precision(MatmulPrecision::float32);
+  if (precision == "float32") return false;
   // cuda: cuBLAS's bf16 tensor-core mode; cpu and standin run the CPU's kernels.
   if (!device.starts_with("cuda") && !cpu_bf16_matmul_available()) {
-    fmt::print(stderr, "--precision bf16: this CPU has no AVX512-BF16 (as oneDNN sees it): matmuls stay float32\n");
-    set_matmul_precision(MatmulPrecision::float32);
+    fmt::print(stderr, "--precision {}: this CPU has no AVX512-BF16 (as oneDNN sees it): it runs in float32\n",
+               precision);
     return false;
   }
-  set_matmul_precision(MatmulPrecision::bf16);
+  if (precision == "bf16") set_matmul_precision(MatmulPrecision::bf16);
   return true;
 }
 

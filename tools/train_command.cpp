@@ -138,7 +138,7 @@ const std::vector<models::OptionField<TrainOptions>>& train_fields() {
        kept,
        false,
        false},
-      {"--precision", "--precision", &O::precision, kPrecisionHelp, {}, {"float32", "bf16"}},
+      {"--precision", "--precision", &O::precision, kPrecisionHelp, {}, {"float32", "bf16", "mixed"}},
       {"--best-by",
        "--best-by",
        &O::best_by,
@@ -457,7 +457,7 @@ void print_setup(const TrainOptions& o, models::Trainer& trainer, const dist::Co
   const models::TransformerConfig& config = trainer.config();
   fmt::print(
       "model: '{}' preset, {} parameters, d_model {}, d_ff {}, {} heads, {}+{} layers, "
-      "dropout {} (attention {}, relu {}), {} positions; {} threads, {} matmuls\n",
+      "dropout {} (attention {}, relu {}), {} positions; {} threads, precision {}\n",
       o.preset, trainer.model().parameter_count(), config.d_model, config.d_ff, config.heads, config.encoder_layers,
       config.decoder_layers, config.dropout, config.attention_p(), config.relu_p(),
       config.learned_positions ? "learned" : "sinusoid", o.threads, o.precision);
@@ -523,6 +523,7 @@ int run_train(TrainOptions o, const CLI::App& cmd, dist::Communicator& comm) {
       start_trainer(o, comm.world_size(), vocab.size(), store,
                     models::keep_fitting(models::encode(vocab, val), val_split, o.t.max_len));
   if (!trainer) return 0;
+  trainer->model().set_mixed_precision(o.precision == "mixed");
   print_setup(o, *trainer, comm);
   // Only rank 0 shows the run and writes metrics.jsonl; every rank stops on a signal.
   std::optional<TrainingMonitor> monitor;

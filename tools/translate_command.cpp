@@ -209,7 +209,7 @@ void add_translate_commands(CLI::App& app) {
       ->capture_default_str()
       ->check(in_range(0, models::TransformerConfig::kMaxLen));
   add_threads_option(*cmd, o->threads);
-  add_precision_option(*cmd, o->precision);
+  add_precision_option(*cmd, o->precision, /*training=*/false);
   add_device_option(*cmd, o->device);
   cmd->add_flag("--profile", o->profile, "print each kernel's time over the decoding (stderr)");
   cmd->add_flag("--skip-checksums", o->skip_checksums,

@@ -134,7 +134,8 @@ Transformer::Transformer(const TransformerConfig& config, Generator& gen)
 Tensor Transformer::embed(const nn::Embedding& table, const Tensor& ids, int64_t first) const {
   LOOM_CHECK(ids.dim() == 2 && ids.dtype() == DType::i64,
              "Transformer: token ids must be int64 [batch, time], got {} {}", dtype_name(ids.dtype()), ids.shape());
-  return positions(table(ids) * std::sqrt(static_cast<double>(config_.d_model)), first);
+  Tensor x = positions(table(ids) * std::sqrt(static_cast<double>(config_.d_model)), first);
+  return mixed_precision_ && is_training() ? to_dtype(x, DType::bf16) : x;
 }
 
 Transformer::Encoded Transformer::encode(const Tensor& src) {

@@ -12,7 +12,8 @@ Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_traini
 Tensor Dropout::after_relu(const Tensor& x) const { return relu_dropout(x, p_, is_training(), *gen_); }
 
 Tensor Dropout::add_then_norm(const Tensor& x, const Tensor& s, const LayerNorm& norm) const {
-  return dropout_add_layer_norm(x, s, norm.weight, norm.bias, p_, is_training(), *gen_, norm.eps());
+  return dropout_add_layer_norm(x, s, as_activation_dtype(norm.weight, x), as_activation_dtype(norm.bias, x), p_,
+                                is_training(), *gen_, norm.eps());
 }
 
 }  // namespace loom::nn

@@ -12,6 +12,8 @@ LayerNorm::LayerNorm(int64_t dim, double eps, TensorOptions options) : eps_(eps)
   register_parameter("bias", bias, zeros({dim}, options));
 }
 
-Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps_); }
+Tensor LayerNorm::forward(const Tensor& x) const {
+  return layer_norm(x, as_activation_dtype(weight, x), as_activation_dtype(bias, x), eps_);
+}
 
 }  // namespace loom::nn

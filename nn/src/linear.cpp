@@ -15,7 +15,12 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Genera
 Tensor Linear::forward(const Tensor& x) const {
   LOOM_CHECK(x.dim() >= 1 && x.shape().back() == in_, "Linear({} -> {}): input of shape {} must end in {} features",
              in_, out_, x.shape(), in_);
-  return linear(x, weight, bias);
+  return linear(x, as_activation_dtype(weight, x), as_activation_dtype(bias, x));
+}
+
+Tensor as_activation_dtype(const Tensor& param, const Tensor& x) {
+  if (!param.defined() || x.dtype() != DType::bf16 || param.dtype() == DType::bf16) return param;
+  return to_dtype(param, DType::bf16);
 }
 
 }  // namespace loom::nn

@@ -148,6 +148,16 @@ class Transformer : public nn::Module {
   const TransformerConfig& config() const { return config_; }
   int64_t d_model() const { return config_.d_model; }
 
+  /// Mixed-precision training (--precision mixed): in training mode the embedded
+  /// tokens are cast to bfloat16 and every layer computes in its input's dtype
+  /// (nn::as_activation_dtype casts the float32 weights, whose gradients come back
+  /// float32): products, dropout, residual sums, layer norms and attention store
+  /// bfloat16, their kernels sum and normalize in float32; the logits are bfloat16
+  /// and the loss float32. In eval mode (validation, decoding) the model runs in its
+  /// parameters' dtype as before.
+  void set_mixed_precision(bool on) { mixed_precision_ = on; }
+  bool mixed_precision() const { return mixed_precision_; }
+
   nn::Embedding src_embed;
   nn::Embedding tgt_embed;  // the source table when share_embeddings
   nn::PositionalEncoding positions;
@@ -159,6 +169,7 @@ class Transformer : public nn::Module {
  private:
   Tensor embed(const nn::Embedding& table, const Tensor& ids, int64_t first = 0) const;  // first: of the positions
   TransformerConfig config_;
+  bool mixed_precision_ = false;
 };
 
 }  // namespace loom::models

@@ -9,6 +9,12 @@
 
 namespace loom::nn {
 
+/// A parameter as a layer applies it to x: itself, or for bfloat16 activations (mixed
+/// precision) its bfloat16 copy, made by to_dtype so that its gradient comes back
+/// float32 to the parameter (the master weights, as PyTorch's autocast keeps them).
+/// Undefined stays undefined.
+Tensor as_activation_dtype(const Tensor& param, const Tensor& x);
+
 /// y = x W^T + b, x [..., in] -> [..., out]. W [out, in] (PyTorch's layout),
 /// Xavier-uniform; b zeros.
 class Linear : public Module {
