@@ -53,9 +53,9 @@ uint32_t keep_and_scale(T* out, const T* x, const T* residual, const uint32_t* w
     const C scaled = Input{}(C(x[i])) * scale;  // read unconditionally: no masked load
     const C kept = keep ? scaled : C(0);
     if constexpr (kAdd)
-      out[i] = T(C(residual[i]) + kept);
+      out[i] = C(residual[i]) + kept;  // stored into bfloat16: rounded once
     else
-      out[i] = T(kept);
+      out[i] = kept;
     bits |= static_cast<uint32_t>(keep) << i;
   }
   return bits;
@@ -113,9 +113,9 @@ void expand_word(T* out, const T* g, const T* x, uint32_t bits, C scale, int cou
     const C scaled = C(g[lane]) * scale;
     const C kept = (bits >> lane) & 1u ? scaled : C(0);
     if constexpr (Relu)
-      out[lane] = T(fn::ReluBackward{}(C(x[lane]), kept));
+      out[lane] = fn::ReluBackward{}(C(x[lane]), kept);
     else
-      out[lane] = T(kept);
+      out[lane] = kept;
   }
 }
 

@@ -17,6 +17,7 @@
 #include "loom/kernel_table.h"
 #include "loom/ops/kernel_signatures.h"
 #include "loom/philox.h"
+#include "row_loops.h"
 #include "type_lists.h"
 
 namespace loom {
@@ -427,8 +428,7 @@ Tensor widened(const Tensor& t) {
 }
 // dense `to` (bfloat16) = dense float32 `from`, rounded.
 void narrow_into(const Tensor& to, const Tensor& from) {
-  const float* p = from.data<float>();
-  std::transform(p, p + from.numel(), to.data<bfloat16>(), [](float x) { return bfloat16(x); });
+  detail::narrow(from.data<float>(), from.numel(), to.data<bfloat16>());
 }
 Tensor float_like(const Tensor& t) { return Tensor::empty(t.shape(), {DType::f32, t.device()}); }
 

@@ -8,6 +8,7 @@
 // gemm inside loom's OpenMP loop, so the bits do not depend on the thread count.
 // The linear op's kernel adds its bias to each block as the block's gemm finishes
 // it, as matmul.cpp's float32 one does (a bfloat16 result: before its rounding).
+#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -27,6 +28,33 @@ namespace {
 using detail::element_at;
 using detail::GemmOperand;
 
+// Below this many multiply-adds a block (attention's per-head products, in mixed
+// precision) is multiplied by sgemm on its operands widened to float32: a product
+// of two bfloat16 values is exact in float32 and the sums are float32, the same
+// arithmetic, while oneDNN's bf16 primitive costs more to start than such a product
+// (matmul.cpp keeps float32 ones below the same size for the same reason).
+constexpr int64_t kSmallBf16Product = int64_t{1} << 17;
+
+// An operand as stored (rows x cols, row stride ld) widened into a dense buffer (row stride cols).
+const float* widened_operand(const bfloat16* x, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& buffer) {
+  buffer.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) buffer[static_cast<size_t>(r * cols + c)] = x[r * ld + c];
+  return buffer.data();
+}
+
+// c (dense, m x n) = op(a) @ op(b) in float32 sums.
+void float32_sums(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bfloat16* a, int64_t lda, const bfloat16* b,
+                  int64_t ldb, float* c) {
+  if (m * n * k >= kSmallBf16Product) return onednn::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, n);
+  thread_local std::vector<float> wide_a, wide_b;
+  const float* fa = widened_operand(a, ta ? k : m, ta ? m : k, lda, wide_a);
+  const float* fb = widened_operand(b, tb ? n : k, tb ? k : n, ldb, wide_b);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, fa, static_cast<int>(ta ? m : k), fb,
+              static_cast<int>(tb ? k : n), 0.0f, c, static_cast<int>(n));
+}
+
 // One block: c (row stride ldc) = op(a) @ op(b), float32 sums stored as Out. A
 // bfloat16 block adds its bias (the block's first column's, or null) to the sums
 // before their one rounding; a float32 one is given its bias by the caller.
@@ -39,11 +67,11 @@ void block_gemm(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t
   } else {
     thread_local std::vector<float> sums;
     sums.resize(static_cast<size_t>(m * n));
-    onednn::gemm_bf16(ta, tb, m, n, k, a, la.ld, b, lb.ld, sums.data(), n);
+    float32_sums(ta, tb, m, n, k, a, la.ld, b, lb.ld, sums.data());
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         const float s = sums[static_cast<size_t>(i * n + j)];
-        c[i * ldc + j] = bfloat16(bias ? s + bias[j] : s);
+        c[i * ldc + j] = bias ? s + bias[j] : s;  // rounded once as it is stored
       }
   }
 }

@@ -63,7 +63,8 @@ inline float* row_scratch(int64_t n) {
 }
 inline void widen(const bfloat16* from, int64_t n, float* to) { std::copy(from, from + n, to); }
 inline void narrow(const float* from, int64_t n, bfloat16* to) {
-  std::transform(from, from + n, to, [](float v) { return bfloat16(v); });
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) to[i] = from[i];
 }
 
 // A layer norm's weight or bias as its kernels read it (compute_type<T>): T's own

@@ -1,5 +1,7 @@
 // CPU kernels of sum (ops/src/sum.cpp): the reduction engine (kernels/reduce.h)
 // with vector partial sums, and the plain reference reduction.
+#include <vector>
+
 #include "loom/kernel_table.h"
 #include "loom/kernels/reduce.h"
 #include "loom/ops/kernel_signatures.h"
@@ -28,6 +30,18 @@ struct SumReducer {
   // A column sum: a block of up to kRowBlock rows summed per column in T, row by
   // row (8 vectors of columns in registers at a time), then added into acc in double.
   void add_rows(Acc* acc, const T* const* rows, int64_t nrows, int64_t width) const {
+    if constexpr (std::is_same_v<T, bfloat16>) {  // per column, the block's rows summed in float32, in order
+      thread_local std::vector<float> partial;
+      partial.assign(static_cast<size_t>(width), 0.0f);
+      float* p = partial.data();
+      for (int64_t k = 0; k < nrows; ++k) {
+        const bfloat16* row = rows[k];
+#pragma omp simd
+        for (int64_t c = 0; c < width; ++c) p[c] += float(row[c]);
+      }
+      for (int64_t c = 0; c < width; ++c) acc[c] += p[c];
+      return;
+    }
     int64_t c = 0;
     if constexpr (std::is_floating_point_v<T>) {
       using V = kernels::vec_t<T>;
@@ -46,7 +60,7 @@ struct SumReducer {
       }
     }
     for (; c < width; ++c) {  // the same per-column order as the vector lanes (integers: exact in Acc)
-      std::conditional_t<std::is_floating_point_v<T>, T, Acc> s = 0;  // bfloat16: in double
+      std::conditional_t<std::is_floating_point_v<T>, T, Acc> s = 0;
       for (int64_t k = 0; k < nrows; ++k) s += rows[k][c];
       acc[c] += s;
     }

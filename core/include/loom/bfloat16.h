@@ -14,6 +14,12 @@ struct bfloat16 {
 
   constexpr bfloat16() = default;
   constexpr explicit bfloat16(float value) : bits(round_to_bf16_bits(value)) {}
+  // Assigning a float rounds it as constructing does. Kernels store this way: GCC
+  // vectorizes `out[i] = float_value` under `omp simd`, not a bfloat16 temporary copied in.
+  constexpr bfloat16& operator=(float value) {
+    bits = round_to_bf16_bits(value);
+    return *this;
+  }
   constexpr operator float() const { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
   static constexpr bfloat16 from_bits(uint16_t b) {
@@ -22,11 +28,13 @@ struct bfloat16 {
     return v;
   }
 
+  // Branch-free (a select), so that loops converting arrays vectorize.
   static constexpr uint16_t round_to_bf16_bits(float value) {
     const uint32_t u = std::bit_cast<uint32_t>(value);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // NaN, kept quiet
     const uint32_t lsb = (u >> 16) & 1u;  // ties go to the even neighbour
-    return static_cast<uint16_t>((u + 0x7fffu + lsb) >> 16);
+    const uint32_t rounded = (u + 0x7fffu + lsb) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x0040u;  // NaN kept quiet, never rounded into infinity
+    return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   }
 };
 

@@ -356,18 +356,14 @@ struct Cast {
 };
 
 // bfloat16 holds values, it does not compute: F's float32 math on the widened
-// operands, the result rounded once to bfloat16 (autocast's rule). A comparison's
-// bool result passes through.
+// operands; storing the float32 result into a bfloat16 rounds it once (autocast's
+// rule). A comparison's bool result passes through.
 template <typename F>
 struct InFloat32 {
   F f;
   template <typename... A>
   LOOM_HD auto operator()(A... a) const {
-    const auto r = f(static_cast<float>(a)...);
-    if constexpr (std::is_same_v<decltype(r), const float>)
-      return bfloat16(r);
-    else
-      return r;
+    return f(static_cast<float>(a)...);
   }
 };
 

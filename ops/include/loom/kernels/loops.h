@@ -138,7 +138,7 @@ void unary_loop(const Tensor& out, const Tensor& a, F f) {
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
     } else if (st[0] == 1 && st[1] == 0) {  // a broadcast scalar: fill_, zeros
-      const Out value = f(*x);
+      const Out value = static_cast<Out>(f(*x));
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) o[i] = value;
     } else {
