@@ -3,6 +3,7 @@
 #   bench/step.sh                          'small' preset, batch 64 x 24, 2 threads
 #   bench/step.sh --preset base --steps 5  (any option of `loom bench step`)
 #   bench/step.sh --preset base --batch 32 --precision both   loom bf16 against loom float32, alternated
+#   bench/step.sh --precision all          loom float32, bf16 and mixed alternated (mixed: bf16 activations)
 #   bench/step.sh --device cuda --peak-tflops 67   on a GPU: both on it, with model FLOP utilization
 # Ends with bench/quiet.sh's check: exit code 3 when other processes took more than
 # QUIET_MAX percent (default 5) of the cores while it ran.
@@ -25,31 +26,36 @@ source bench/quiet.sh
 quiet_start
 echo "bench/step.sh: OMP_NUM_THREADS=$OMP_NUM_THREADS OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" \
      "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [[ " ${args[*]} " == *" --precision both "* ]]; then
-  # loom's float32 and bf16 steps alternated ROUNDS times (default 3): this machine's
-  # speed drifts within minutes, and alternating lets both precisions share the drift.
-  # Each pair's ratio, their median, then each precision against torch as below.
+if [[ " ${args[*]} " == *" --precision both "* || " ${args[*]} " == *" --precision all "* ]]; then
+  # loom's float32 and bf16 (all: and mixed) steps alternated ROUNDS times (default 3):
+  # this machine's speed drifts within minutes, and alternating lets the precisions
+  # share the drift. Each round's ratios to float32, their medians, then each precision
+  # against torch as below.
+  precisions=(float32 bf16)
+  [[ " ${args[*]} " == *" --precision all "* ]] && precisions=(float32 bf16 mixed)
   rest=()
   for ((i = 0; i < ${#args[@]}; i++)); do
     if [[ "${args[$i]}" == --precision ]]; then i=$((i + 1)); else rest+=("${args[$i]}"); fi
   done
   for ((round = 1; round <= ${ROUNDS:-3}; round++)); do
-    for precision in float32 bf16; do
+    for precision in "${precisions[@]}"; do
       "$loom" bench step "${rest[@]}" --precision "$precision" --json "$out/loom-$precision-$round.json" | grep '^step:'
     done
   done
-  python3 - "$out" "${ROUNDS:-3}" <<'PY'
+  python3 - "$out" "${ROUNDS:-3}" "${precisions[@]}" <<'PY'
 import json, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-ratios = []
+out, rounds, precisions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+ratios = {p: [] for p in precisions[1:]}
 for r in range(1, rounds + 1):
-    f32, bf16 = (json.load(open(f"{out}/loom-{p}-{r}.json"))["median_s"] for p in ("float32", "bf16"))
-    ratios.append(f32 / bf16)
-    print(f"round {r}: loom float32 {1e3 * f32:.1f} ms, bf16 {1e3 * bf16:.1f} ms: bf16 {f32 / bf16:.2f}x float32")
-print(f"loom bf16 / float32 step speed: median {statistics.median(ratios):.2f}x "
-      f"(min {min(ratios):.2f}, max {max(ratios):.2f}) over {rounds} alternated pairs")
+    times = {p: json.load(open(f"{out}/loom-{p}-{r}.json"))["median_s"] for p in precisions}
+    for p in precisions[1:]:
+        ratios[p].append(times["float32"] / times[p])
+    print(f"round {r}: loom " + ", ".join(f"{p} {1e3 * t:.1f} ms" for p, t in times.items()))
+for p, rs in ratios.items():
+    print(f"loom {p} / float32 step speed: median {statistics.median(rs):.2f}x "
+          f"(min {min(rs):.2f}, max {max(rs):.2f}) over {rounds} alternated rounds")
 PY
-  for precision in float32 bf16; do
+  for precision in "${precisions[@]}"; do
     echo "== $precision: loom (one more run) against torch =="
     QUIET_MAX=100 bench/step.sh "${rest[@]}" --precision "$precision" | grep -E '^(step:|loom step:|torch / loom|peak RSS)'
   done
@@ -67,8 +73,8 @@ if [[ " ${args[*]} " != *" --device cuda"* ]] &&
 import json, re, sys
 loom = json.load(open(sys.argv[1]))
 f32, bf16 = (float(x) for x in re.findall(r"(?:float32|bf16) (\d+) GFLOP/s", open(sys.argv[2]).read()))
-# loom's JSON says "bf16 matmuls" when the bf16 products ran, "float32" otherwise.
-precision = "bf16" if loom.get("precision", "").startswith("bf16") else "float32"
+# loom's JSON says "bf16 matmuls" or "mixed ..." when bf16 products ran, "float32" otherwise.
+precision = "bf16" if loom.get("precision", "").startswith(("bf16", "mixed")) else "float32"
 ceiling = bf16 if precision == "bf16" else f32
 step = 1e3 * loom["step_tflops"]
 print(f"loom step: {step:.0f} GFLOP/s of matmul FLOPs (median), {100 * step / ceiling:.0f}% of the "

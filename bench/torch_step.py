@@ -76,7 +76,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json")
     # loom's --precision bf16 against PyTorch's mixed precision: autocast to bf16 (forward and loss)
-    ap.add_argument("--precision", default="float32", choices=["float32", "bf16"])
+    ap.add_argument("--precision", default="float32", choices=["float32", "bf16", "mixed"])  # mixed: autocast too
     ap.add_argument("--device", default="cpu")  # cpu, cuda or cuda:N, as for loom
     ap.add_argument("--peak-tflops", type=float, default=0)  # loom's MFU flag; bench/step.sh prints both MFUs
     ap.add_argument("--profile", action="store_true")  # torch.profiler over the timed steps, as loom's --profile
@@ -92,14 +92,14 @@ def main():
     tgt_out = torch.randint(3, a.vocab, (a.batch, a.tgt_len)).to(device)
     params = sum(p.numel() for p in model.parameters())
     print(f"torch {torch.__version__} bench step: '{a.preset}' (d_model {d}, d_ff {ff}, heads {heads}, "
-          f"{layers}+{layers} layers, dropout {a.dropout}), vocabulary {a.vocab}, {params} parameters, {a.threads} threads, device {device}, {'bf16 autocast' if a.precision == 'bf16' else 'float32'}")
+          f"{layers}+{layers} layers, dropout {a.dropout}), vocabulary {a.vocab}, {params} parameters, {a.threads} threads, device {device}, {'float32' if a.precision == 'float32' else 'bf16 autocast'}")
     times = []
     profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) if a.profile else None
     for s in range(a.warmup + a.steps):
         if profiler and s == a.warmup:
             profiler.start()
         t0 = time.perf_counter()
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.precision != "float32"):
             logits = model(src, tgt_in)
             loss = F.cross_entropy(logits.reshape(-1, a.vocab), tgt_out.reshape(-1), label_smoothing=0.1, ignore_index=0)
         opt.zero_grad(set_to_none=True)

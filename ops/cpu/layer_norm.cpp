@@ -207,11 +207,11 @@ using detail::widen;
 void layer_norm_bf16_fast(bfloat16* out, float* stats, const bfloat16* x, const float* w, const float* b, RowShape s,
                           double eps) {
   const int64_t n = s.size;
-  detail::parallel_rows(s.rows, n, [&](int64_t r) {
-    float* row = detail::row_scratch(2 * n);
-    widen(x + r * n, n, row);
-    layer_norm_fast<float>(row + n, stats + 2 * r, row, w, b, RowShape{1, n}, eps);
-    narrow(row + n, n, out + r * n);
+  detail::for_each_row_chunk(s, [&](int64_t, int64_t first, int64_t count) {
+    float* rows = detail::row_scratch(2 * count * n);
+    widen(x + first * n, count * n, rows);
+    layer_norm_fast<float>(rows + count * n, stats + 2 * first, rows, w, b, RowShape{count, n}, eps);
+    narrow(rows + count * n, count * n, out + first * n);
   });
 }
 

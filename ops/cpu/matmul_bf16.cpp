@@ -68,11 +68,17 @@ void block_gemm(const GemmOperand& la, const GemmOperand& lb, int64_t m, int64_t
     thread_local std::vector<float> sums;
     sums.resize(static_cast<size_t>(m * n));
     float32_sums(ta, tb, m, n, k, a, la.ld, b, lb.ld, sums.data());
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        const float s = sums[static_cast<size_t>(i * n + j)];
-        c[i * ldc + j] = bias ? s + bias[j] : s;  // rounded once as it is stored
+    for (int64_t i = 0; i < m; ++i) {  // each sum rounded once as it is stored
+      const float* row = sums.data() + i * n;
+      Out* to = c + i * ldc;
+      if (bias) {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) to[j] = row[j] + bias[j];
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) to[j] = row[j];
       }
+    }
   }
 }
 
