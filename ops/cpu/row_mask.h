@@ -5,6 +5,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "loom/kernel_table.h"
+#include "loom/ops/kernel_signatures.h"
 #include "row_loops.h"
 
 namespace loom::detail {
@@ -154,6 +156,26 @@ void run_rows_bf16(const Tensor& out, const Tensor& y, const Tensor& g, Kernel k
     kernel(os, ys, gs, RowShape{count, n});
     narrow(os, count * n, po + first * n);
   });
+}
+
+// Registers a masked row op's bfloat16 CPU kernels and its backward's from its float32
+// loops: Rows{}(kind, fast, y, x, mask, shape) runs the forward's fast or reference
+// loop (a captureless lambda), BackwardFast and BackwardReference the backward's.
+template <typename Rows, void (*BackwardFast)(float*, const float*, const float*, RowShape),
+          void (*BackwardReference)(float*, const float*, const float*, RowShape)>
+void register_bf16_row_kernels(std::string_view op, std::string_view backward_op) {
+  register_kernel<kernels::MaskedRowsKernel>(
+      op, DeviceType::cpu, DType::bf16,
+      [](const Tensor& out, const Tensor& x, const Tensor& mask) {
+        run_masked_rows_bf16(out, x, mask, [](auto kind, auto... args) { Rows{}(kind, true, args...); });
+      },
+      [](const Tensor& out, const Tensor& x, const Tensor& mask) {
+        run_masked_rows_bf16(out, x, mask, [](auto kind, auto... args) { Rows{}(kind, false, args...); });
+      });
+  register_kernel<kernels::RowBackwardKernel>(
+      backward_op, DeviceType::cpu, DType::bf16,
+      [](const Tensor& out, const Tensor& y, const Tensor& g) { run_rows_bf16(out, y, g, BackwardFast); },
+      [](const Tensor& out, const Tensor& y, const Tensor& g) { run_rows_bf16(out, y, g, BackwardReference); });
 }
 
 }  // namespace loom::detail

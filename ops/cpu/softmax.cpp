@@ -141,29 +141,17 @@ void register_for() {
                                               softmax_backward_fast_kernel<T>, softmax_backward_reference_kernel<T>);
 }
 
-// bfloat16: chunks of rows widened, float32's loops on them, results rounded once.
-template <bool Fast>
-void softmax_bf16_kernel(const Tensor& out, const Tensor& x, const Tensor& mask) {
-  detail::run_masked_rows_bf16(out, x, mask, [](auto kind, float* y, const float* xs, const RowMask& m, RowShape s) {
-    if constexpr (Fast)
-      softmax_fast<float, decltype(kind)::value>(y, xs, m, s);
-    else
-      softmax_reference<float, decltype(kind)::value>(y, xs, m, s);
-  });
-}
-template <bool Fast>
-void softmax_backward_bf16_kernel(const Tensor& out, const Tensor& y, const Tensor& g) {
-  detail::run_rows_bf16(out, y, g, Fast ? softmax_backward_fast<float> : softmax_backward_reference<float>);
-}
-
 }  // namespace
 
 LOOM_KERNELS(cpu_softmax) {
   kernels::for_each_type(FloatingTypes{}, [](auto tag) { register_for<typename decltype(tag)::type>(); });
-  register_kernel<kernels::MaskedRowsKernel>("softmax", DeviceType::cpu, DType::bf16, softmax_bf16_kernel<true>,
-                                             softmax_bf16_kernel<false>);
-  register_kernel<kernels::RowBackwardKernel>("softmax_backward", DeviceType::cpu, DType::bf16,
-                                              softmax_backward_bf16_kernel<true>, softmax_backward_bf16_kernel<false>);
+  // bfloat16: chunks of rows widened, float32's loops on them, results rounded once.
+  auto rows = [](auto kind, bool fast, float* y, const float* x, const RowMask& m, RowShape s) {
+    constexpr detail::MaskKind K = decltype(kind)::value;
+    fast ? softmax_fast<float, K>(y, x, m, s) : softmax_reference<float, K>(y, x, m, s);
+  };
+  detail::register_bf16_row_kernels<decltype(rows), softmax_backward_fast<float>, softmax_backward_reference<float>>(
+      "softmax", "softmax_backward");
 }
 
 }  // namespace loom
