@@ -7,6 +7,7 @@
 
 #include "loom/backend.h"
 #include "loom/ops.h"
+#include "loom/standin.h"
 
 using namespace loom;
 
@@ -40,6 +41,29 @@ TEST_CASE("explicit casts between the four dtypes") {
   CHECK(to_dtype(to_dtype(x, i32), f64).to_vector<double>() == std::vector<double>{1, -2, 3});
   CHECK(to_dtype(x, b8).to_vector<bool>() == std::vector<bool>{true, true, true});
   CHECK(x.to(f32).dtype() == f32);
+}
+
+TEST_CASE("floats into integers: truncated toward zero, NaN 0, out of range saturated (CUDA's rule), any device") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> values = {nan, inf, -inf, 3e9, -3e9, 2.7, -2.7, 1e19, -1e19};
+  const int32_t i32_max = std::numeric_limits<int32_t>::max(), i32_min = std::numeric_limits<int32_t>::min();
+  const int64_t i64_max = std::numeric_limits<int64_t>::max(), i64_min = std::numeric_limits<int64_t>::min();
+  enable_standin_device();
+  for (Device device : {kCPU, Device::standin()})
+    for (DType from : {f32, f64, bf16}) {
+      CAPTURE(device);
+      CAPTURE(dtype_name(from));
+      const Tensor x = to_dtype(from_vector(values, {static_cast<int64_t>(values.size())}, {f64}), from).to(device);
+      CHECK(to_dtype(x, i32).to(kCPU).to_vector<int32_t>() ==
+            std::vector<int32_t>{0, i32_max, i32_min, i32_max, i32_min, 2, -2, i32_max, i32_min});
+      const std::vector<int64_t> wide = to_dtype(x, i64).to(kCPU).to_vector<int64_t>();
+      CHECK(std::vector<int64_t>(wide.begin(), wide.begin() + 3) == std::vector<int64_t>{0, i64_max, i64_min});
+      CHECK(std::vector<int64_t>(wide.begin() + 5, wide.end()) == std::vector<int64_t>{2, -2, i64_max, i64_min});
+      if (from != bf16) {  // 3e9 is exact in float32 and float64, not in bfloat16
+        CHECK(wide[3] == 3000000000);
+        CHECK(wide[4] == -3000000000);
+      }
+    }
 }
 
 TEST_CASE(

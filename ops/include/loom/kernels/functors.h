@@ -2,6 +2,7 @@
 // The math of elementwise ops, written once as small functors callable from host
 // and device code: the CPU kernels run exactly the arithmetic CUDA will run.
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "loom/bfloat16.h"
@@ -346,12 +347,26 @@ struct Select {
   }
 };
 
-// Conversion between dtypes.
+// Conversion between dtypes. A floating value into an integer type truncates toward
+// zero, saturating where C++ leaves it undefined, on every device as CUDA's conversion
+// does: NaN gives 0, values past the type's range its smallest or largest value.
 template <typename To>
 struct Cast {
   template <typename From>
   LOOM_HD To operator()(From a) const {
-    return static_cast<To>(a);
+    constexpr bool kFloatToInteger = std::is_integral_v<To> && !std::is_same_v<To, bool> &&
+                                     (std::is_floating_point_v<From> || std::is_same_v<From, bfloat16>);
+    if constexpr (kFloatToInteger) {
+      const double v = static_cast<double>(a);
+      constexpr double lowest = static_cast<double>(std::numeric_limits<To>::lowest());
+      constexpr double past_max = -2.0 * static_cast<double>(std::numeric_limits<To>::lowest() / 2);  // 2^bits-1
+      if (!(v == v)) return To(0);
+      if (v <= lowest) return std::numeric_limits<To>::lowest();
+      if (v >= past_max) return std::numeric_limits<To>::max();
+      return static_cast<To>(v);
+    } else {
+      return static_cast<To>(a);
+    }
   }
 };
 
