@@ -40,6 +40,31 @@ void copy(const Tensor& dst, const Tensor& src) {
                     dst.raw_data(), src.raw_data(), on.stream());
 }
 
+}  // namespace
+
+void convert_into(const Tensor& to, const Tensor& from, cudaStream_t stream) {
+  dispatch_element_type(element_type(from.dtype()), [&](auto tag) {
+    launch_cast<typename decltype(tag)::type>(element_type(to.dtype()),
+                                              strided<2>("copy", from.shape(), {to.strides(), from.strides()}),
+                                              to.raw_data(), from.raw_data(), stream);
+  });
+}
+
+Tensor widened(const Tensor& t, cudaStream_t stream) {
+  if (!t.defined() || t.dtype() != DType::bf16) return t;
+  if (t.is_contiguous()) {
+    Tensor wide = Tensor::empty(t.shape(), {DType::f32, t.device()});
+    convert_into(wide, t, stream);
+    return wide;
+  }
+  const int64_t stored = static_cast<int64_t>(t.storage()->nbytes() / sizeof(bfloat16));
+  Tensor base = Tensor::empty({stored}, {DType::f32, t.device()});
+  convert_into(base, Tensor::make_view(t, {stored}, {1}, 0), stream);
+  return Tensor::make_view(base, t.shape(), t.strides(), t.offset());
+}
+
+namespace {
+
 template <UnaryOp op, typename... Ts>
 void register_unary(std::string_view name, TypeList<Ts...>) {
   (register_kernel<kernels::UnaryKernel>(name, DeviceType::cuda, dtype_of<Ts>(), unary<op, Ts>), ...);

@@ -1,5 +1,4 @@
 // Registers flash_attention and its backward for cuda (kernels: flash_attention.cu).
-#include "elementwise_ops.h"
 #include "flash_attention_launch.h"
 #include "loom/error.h"
 #include "loom/kernel_table.h"
@@ -49,28 +48,6 @@ void backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor
 // ---- bfloat16: float32's kernels on widened copies of the operands ([B, T, D] each,
 // never [T, T]), each result rounded once; the log-sum-exp stays float32 (the CPU's way) ----
 
-// t's elements converted into `to` (of t's shape and strides over its own storage).
-void convert(const Tensor& to, const Tensor& t, cudaStream_t stream) {
-  dispatch_element_type(element_type(t.dtype()), [&](auto tag) {
-    launch_cast<typename decltype(tag)::type>(element_type(to.dtype()),
-                                              strided<2>("flash_attention", t.shape(), {to.strides(), t.strides()}),
-                                              to.raw_data(), t.raw_data(), stream);
-  });
-}
-// A bfloat16 view as float32: dense, or (an additive mask, an expanded view) its
-// strides kept over a widened copy of its storage.
-Tensor widened(const Tensor& t, cudaStream_t stream) {
-  if (!t.defined() || t.dtype() != DType::bf16) return t;
-  if (t.is_contiguous()) {
-    Tensor wide = Tensor::empty(t.shape(), {DType::f32, t.device()});
-    convert(wide, t, stream);
-    return wide;
-  }
-  const int64_t stored = static_cast<int64_t>(t.storage()->nbytes() / sizeof(bfloat16));
-  Tensor base = Tensor::empty({stored}, {DType::f32, t.device()});
-  convert(base, Tensor::make_view(t, {stored}, {1}, 0), stream);
-  return Tensor::make_view(base, t.shape(), t.strides(), t.offset());
-}
 Tensor float_like(const Tensor& t) { return Tensor::empty(t.shape(), {DType::f32, t.device()}); }
 
 void forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -79,7 +56,7 @@ void forward_bf16(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   const Tensor wide = float_like(out);
   forward<float>(wide, lse, widened(q, on.stream()), widened(k, on.stream()), widened(v, on.stream()),
                  widened(mask, on.stream()), args);
-  convert(out, wide, on.stream());
+  convert_into(out, wide, on.stream());
 }
 
 void backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad, const Tensor& q,
@@ -90,7 +67,7 @@ void backward_bf16(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   const Tensor wq = float_like(dq), wk = float_like(dk), wv = float_like(dv);
   backward<float>(wq, wk, wv, widened(grad, stream), widened(q, stream), widened(k, stream), widened(v, stream),
                   widened(mask, stream), widened(out, stream), lse, args);
-  convert(dq, wq, stream), convert(dk, wk, stream), convert(dv, wv, stream);
+  convert_into(dq, wq, stream), convert_into(dk, wk, stream), convert_into(dv, wv, stream);
 }
 
 template <typename T>

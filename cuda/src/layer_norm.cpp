@@ -1,19 +1,10 @@
 // Registers layer_norm and its backward ops for cuda (kernels: layer_norm.cu).
-#include "elementwise_ops.h"
 #include "loom/kernel_table.h"
 #include "loom/ops/kernel_signatures.h"
 #include "rows_launch.h"
 #include "tensor_args.h"
 
 namespace loom::cuda {
-
-Tensor widened_param(const Tensor& t, cudaStream_t stream) {
-  if (!t.defined() || t.dtype() != DType::bf16) return t;
-  Tensor wide = Tensor::empty(t.shape(), {DType::f32, t.device()});
-  launch_cast<bfloat16>(ElementType::f32, strided<2>("layer_norm", t.shape(), {wide.strides(), t.strides()}),
-                        wide.raw_data(), t.raw_data(), stream);
-  return wide;
-}
 
 namespace {
 
@@ -22,8 +13,8 @@ void layer_norm(const Tensor& out, const Tensor& stats, const Tensor& x, const T
                 double eps) {
   OnDevice on(out);
   launch_layer_norm<T>(rows_of(x), out.raw_data(), stats.raw_data(), x.raw_data(),
-                       data_or_null(widened_param(weight, on.stream())), data_or_null(widened_param(bias, on.stream())),
-                       eps, on.stream());
+                       data_or_null(widened(weight, on.stream())), data_or_null(widened(bias, on.stream())), eps,
+                       on.stream());
 }
 
 template <typename T>
@@ -38,7 +29,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& params, const Tensor& x
   }
   launch_layer_norm_backward<T>(
       s, dx.defined() ? dx.raw_data() : nullptr, params.defined() ? params.raw_data() : nullptr, x.raw_data(),
-      data_or_null(widened_param(weight, on.stream())), grad.raw_data(), row_stats.raw_data(), eps, on.stream());
+      data_or_null(widened(weight, on.stream())), grad.raw_data(), row_stats.raw_data(), eps, on.stream());
 }
 
 template <typename T>

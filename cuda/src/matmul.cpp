@@ -169,14 +169,6 @@ void linear(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor&
   matmul<T>(out, x, w_t);
   add_bias_in_place<T>(out, bias);
 }
-// out (dense) = t converted to out's dtype.
-void convert_into(const Tensor& out, const Tensor& t, cudaStream_t stream) {
-  dispatch_element_type(element_type(t.dtype()), [&](auto tag) {
-    launch_cast<typename decltype(tag)::type>(element_type(out.dtype()),
-                                              strided<2>("linear", t.shape(), {out.strides(), t.strides()}),
-                                              out.raw_data(), t.raw_data(), stream);
-  });
-}
 // bfloat16 operands: bf16 precision's rounded-once products (float32 bias and
 // result), or mixed precision's all bfloat16, where the bias joins the float32 sums
 // before their one rounding, as on the CPU (three passes: cuBLASLt's bias epilogue would be one).
@@ -187,10 +179,8 @@ void linear_bf16(const Tensor& out, const Tensor& x, const Tensor& w_t, const Te
   }
   OnDevice on(out);
   Tensor sums = Tensor::empty(out.shape(), {DType::f32, out.device()});
-  Tensor bias32 = Tensor::empty(bias.shape(), {DType::f32, out.device()});
   matmul<bfloat16>(sums, x, w_t);
-  convert_into(bias32, bias, on.stream());
-  add_bias_in_place<float>(sums, bias32);
+  add_bias_in_place<float>(sums, widened(bias, on.stream()));
   convert_into(out, sums, on.stream());
 }
 

@@ -73,8 +73,13 @@ inline Rows rows_of(const Tensor& x) {
 // A pointer for an optional operand (weight, bias): null when undefined.
 inline const void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
-// A layer norm's weight or bias as its kernels read it (compute_type: float32 for
-// bfloat16): itself, or a bfloat16 one's float32 copy; undefined stays undefined.
-Tensor widened_param(const Tensor& t, cudaStream_t stream);
+// `to` = `from`'s elements converted to to's dtype (the copy kernel's cast; both of one
+// shape, each read at its own strides).
+void convert_into(const Tensor& to, const Tensor& from, cudaStream_t stream);
+
+// A bfloat16 tensor as the float32 its kernels compute in (compute_type): a dense copy,
+// or for a view that is not contiguous (an expanded mask) its strides kept over a
+// float32 copy of its whole storage. Other dtypes and undefined tensors as they are.
+Tensor widened(const Tensor& t, cudaStream_t stream);
 
 }  // namespace loom::cuda

@@ -419,11 +419,11 @@ Tensor widened(const Tensor& t) {
   if (!t.is_contiguous()) {
     const int64_t stored = static_cast<int64_t>(t.storage()->nbytes() / sizeof(bfloat16));
     Tensor base = Tensor::empty({stored}, {DType::f32, t.device()});
-    std::copy(from, from + stored, base.data<float>());
+    detail::widen(from, stored, base.data<float>());
     return Tensor::make_view(base, t.shape(), t.strides(), t.offset());
   }
   Tensor wide = Tensor::empty(t.shape(), {DType::f32, t.device()});
-  std::copy(from + t.offset(), from + t.offset() + t.numel(), wide.data<float>());
+  detail::widen(from + t.offset(), t.numel(), wide.data<float>());
   return wide;
 }
 // dense `to` (bfloat16) = dense float32 `from`, rounded.

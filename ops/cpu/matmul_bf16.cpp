@@ -20,6 +20,7 @@
 #include "loom/ops/kernel_signatures.h"
 #include "matmul_blocks.h"
 #include "onednn_gemm.h"
+#include "row_loops.h"
 
 namespace loom {
 
@@ -153,19 +154,16 @@ void matmul_fast(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 // The linear op on bfloat16 operands: in bf16 matmul precision (ops/cpu/matmul_rounded_once.cpp)
 // x and w_t rounded from float32, with a float32 bias and result; in mixed precision
-// all bfloat16, the bias added to the float32 sums before their one rounding.
-std::vector<float> widened(const Tensor& bias) {
-  const auto* p = static_cast<const bfloat16*>(bias.raw_data());
-  return std::vector<float>(p, p + bias.numel());
-}
+// all bfloat16, the bias (widened as layer norm's parameters are) added to the float32
+// sums before their one rounding.
 void linear_reference(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
   if (out.dtype() == DType::f32) return reference_bf16_matmul<float>(out, x, w_t, bias.data<float>());
-  reference_bf16_matmul<bfloat16>(out, x, w_t, widened(bias).data());
+  reference_bf16_matmul<bfloat16>(out, x, w_t, detail::ParamData<bfloat16>(bias).get());
 }
 void linear_fast(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
   if (!onednn::bf16_available()) return linear_reference(out, x, w_t, bias);
   if (out.dtype() == DType::f32) return onednn_matmul<float>(out, x, w_t, bias.data<float>());
-  onednn_matmul<bfloat16>(out, x, w_t, widened(bias).data());
+  onednn_matmul<bfloat16>(out, x, w_t, detail::ParamData<bfloat16>(bias).get());
 }
 
 }  // namespace
