@@ -5,15 +5,18 @@
 // batches: stride 0). float32 uses TF32 tensor cores only when asked
 // (loom::cuda::set_tf32_enabled, LOOM_CUDA_TF32=1); bf16 ones for the bfloat16
 // dtype and for float32 in bf16 matmul precision (operands rounded here first).
-// The linear op's kernel is the product and then its bias, added in place (float32
-// and float64; bfloat16 operands with a float32 bias and result, or all bfloat16).
+// The linear op's kernel is one cuBLASLt product with a bias epilogue (float32 and
+// bfloat16; float64, or what cuBLASLt does not take: the product, then the bias added
+// in place), and linear_param_grads one with a bias-gradient epilogue (gemm_epilogue.h).
 #include <algorithm>
 #include <climits>
 
 #include "elementwise_ops.h"
+#include "gemm_epilogue.h"
 #include "loom/kernel_table.h"
 #include "loom/matmul_precision.h"
 #include "loom/ops/kernel_signatures.h"
+#include "reduce_launch.h"
 #include "tensor_args.h"
 
 namespace loom::cuda {
@@ -43,6 +46,8 @@ BlasOperand blas_operand(const Tensor& t, int64_t rows, int64_t cols, cudaStream
   if (rs == 1 && cs >= std::max<int64_t>(1, rows)) return {t, CUBLAS_OP_T, cs};
   return {dense_copy<T>(t, stream), CUBLAS_OP_N, cols};  // neither
 }
+
+GemmOperand gemm_operand(const BlasOperand& o) { return {o.tensor.raw_data(), o.op, o.ld}; }
 
 int blas_int(int64_t v, const char* what) {
   LOOM_CHECK(v <= INT_MAX, "matmul: {} = {} exceeds cuBLAS's int range", what, v);
@@ -154,9 +159,26 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
   }
 }
 
-// The linear op (ops/src/linear.cpp): cuBLAS's product, then the bias added in
-// place by the add kernel's launch, with no op or allocation between them: the
-// bits of matmul and then add.
+// The linear op (ops/src/linear.cpp) in one cuBLASLt product: its bias epilogue adds
+// the bias to the float32 sums before their one rounding to out's dtype (as the CPU
+// kernels do). T: the operands' type (float, or bfloat16 rounded operands with a float32
+// or bfloat16 result); the bias has out's dtype (cuBLASLt's rule). False where
+// cuBLASLt does not take the case: nothing ran.
+template <typename T>
+bool linear_in_one_product(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias,
+                           cudaStream_t stream) {
+  const int64_t m = out.size(0), n = out.size(1), k = x.size(1);
+  if (bias.dtype() != out.dtype() || !out.is_contiguous() || m == 0 || n == 0 || k == 0) return false;
+  const BlasOperand a = blas_operand<T>(x, m, k, stream), b = blas_operand<T>(w_t, k, n, stream);
+  const GemmTypes types{.operands = std::is_same_v<T, bfloat16> ? CUDA_R_16BF : CUDA_R_32F,
+                        .result = out.dtype() == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                        .tf32 = std::is_same_v<T, float> && tf32_enabled()};
+  return gemm_epilogue(out.device().index, stream, Epilogue::bias, types, gemm_operand(a), gemm_operand(b),
+                       out.raw_data(), m, n, k, const_cast<void*>(bias.raw_data()));
+}
+
+// Where cuBLASLt does not take it (and for float64): cuBLAS's product, then the
+// bias added in place by the add kernel's launch: the bits of matmul and then add.
 template <typename T>
 void add_bias_in_place(const Tensor& out, const Tensor& bias) {
   OnDevice on(out);
@@ -166,22 +188,61 @@ void add_bias_in_place(const Tensor& out, const Tensor& bias) {
 }
 template <typename T>
 void linear(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
+  if constexpr (std::is_same_v<T, float>) {
+    OnDevice on(out);
+    // bf16 matmul precision: the operands rounded first, as matmul<float> rounds them.
+    const bool rounded = matmul_precision() == MatmulPrecision::bf16;
+    if (rounded ? linear_in_one_product<bfloat16>(out, rounded_to_bf16(x, on.stream()),
+                                                  rounded_to_bf16(w_t, on.stream()), bias, on.stream())
+                : linear_in_one_product<float>(out, x, w_t, bias, on.stream()))
+      return;
+  }
   matmul<T>(out, x, w_t);
   add_bias_in_place<T>(out, bias);
 }
 // bfloat16 operands: bf16 precision's rounded-once products (float32 bias and
 // result), or mixed precision's all bfloat16, where the bias joins the float32 sums
-// before their one rounding, as on the CPU (three passes: cuBLASLt's bias epilogue would be one).
+// before their one rounding, as on the CPU.
 void linear_bf16(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias) {
+  OnDevice on(out);
+  if (linear_in_one_product<bfloat16>(out, x, w_t, bias, on.stream())) return;
   if (out.dtype() == DType::f32) {
     matmul<bfloat16>(out, x, w_t);
     return add_bias_in_place<float>(out, bias);
   }
-  OnDevice on(out);
   Tensor sums = Tensor::empty(out.shape(), {DType::f32, out.device()});
   matmul<bfloat16>(sums, x, w_t);
   add_bias_in_place<float>(sums, widened(bias, on.stream()));
   convert_into(out, sums, on.stream());
+}
+
+// linear_param_grads (ops/src/linear_param_grads.cpp): out = [dW = gᵀ x; db = Σ_rows g],
+// one cuBLASLt product whose bias-gradient epilogue sums g's rows as it reads them;
+// where cuBLASLt does not take it (and for float64), cuBLAS's product and the sum kernel.
+template <typename T>
+void linear_param_grads(const Tensor& out, const Tensor& g, const Tensor& x) {
+  OnDevice on(out);
+  const int64_t rows = g.size(0), n = g.size(1), k = x.size(1);
+  const Tensor dw = Tensor::make_view(out, {n, k}, {k, 1}, out.offset());
+  const Tensor db = Tensor::make_view(out, {n}, {1}, out.offset() + n * k);
+  const Tensor g_t = Tensor::make_view(g, {n, rows}, {g.stride(1), g.stride(0)}, g.offset());
+  if (!std::is_same_v<T, double> && rows > 0 && n > 0 && k > 0) {
+    const BlasOperand a = blas_operand<T>(g_t, n, rows, on.stream()), b = blas_operand<T>(x, rows, k, on.stream());
+    const GemmTypes types{.operands = std::is_same_v<T, bfloat16> ? CUDA_R_16BF : CUDA_R_32F,
+                          .result = std::is_same_v<T, bfloat16> ? CUDA_R_16BF : CUDA_R_32F,
+                          .tf32 = std::is_same_v<T, float> && tf32_enabled()};
+    if (gemm_epilogue(out.device().index, on.stream(), Epilogue::bias_gradient, types, gemm_operand(a), gemm_operand(b),
+                      dw.raw_data(), n, k, rows, db.raw_data()))
+      return;
+  }
+  matmul<T>(dw, g_t, x);
+  ReduceShape s;  // db [n] = Σ over g's rows
+  s.outer_ndim = s.inner_ndim = 1;
+  s.outer_sizes[0] = s.outputs = n;
+  s.outer_strides[0] = g.stride(1);
+  s.inner_sizes[0] = s.reduced = rows;
+  s.inner_strides[0] = g.stride(0);
+  launch_reduce<T>(Reduction::sum, s, db.raw_data(), g.raw_data(), 1.0, on.stream());
 }
 
 }  // namespace
@@ -190,6 +251,12 @@ LOOM_KERNELS(cuda_matmul) {
   register_kernel<kernels::LinearKernel>("linear", DeviceType::cuda, DType::f32, linear<float>);
   register_kernel<kernels::LinearKernel>("linear", DeviceType::cuda, DType::f64, linear<double>);
   register_kernel<kernels::LinearKernel>("linear", DeviceType::cuda, DType::bf16, linear_bf16);
+  register_kernel<kernels::LinearParamGradsKernel>("linear_param_grads", DeviceType::cuda, DType::f32,
+                                                   linear_param_grads<float>);
+  register_kernel<kernels::LinearParamGradsKernel>("linear_param_grads", DeviceType::cuda, DType::f64,
+                                                   linear_param_grads<double>);
+  register_kernel<kernels::LinearParamGradsKernel>("linear_param_grads", DeviceType::cuda, DType::bf16,
+                                                   linear_param_grads<bfloat16>);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f32, matmul<float>);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::f64, matmul<double>);
   register_kernel<kernels::MatmulKernel>("matmul", DeviceType::cuda, DType::bf16, matmul<bfloat16>);

@@ -44,6 +44,8 @@ namespace {
 struct PerDevice {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublas_lt = nullptr;
+  Workspace lt_workspace;
 };
 
 std::mutex g_mutex;
@@ -85,6 +87,27 @@ cublasHandle_t cublas(int device) {
     LOOM_CUBLAS_CHECK(cublasSetStream(d.cublas, stream(device)));
   }
   return d.cublas;
+}
+
+cublasLtHandle_t cublas_lt(int device) {
+  PerDevice& d = device_state(device);
+  if (!d.cublas_lt) {
+    DeviceGuard guard(device);
+    LOOM_CUBLAS_CHECK(cublasLtCreate(&d.cublas_lt));
+  }
+  return d.cublas_lt;
+}
+
+// 32 MiB: what PyTorch gives cuBLASLt on Hopper; its larger tiles' split-k needs it.
+Workspace lt_workspace(int device) {
+  constexpr size_t kBytes = size_t{32} << 20;
+  PerDevice& d = device_state(device);
+  if (!d.lt_workspace.data) {
+    DeviceGuard guard(device);
+    LOOM_CUDA_CHECK(cudaMalloc(&d.lt_workspace.data, kBytes));
+    d.lt_workspace.bytes = kBytes;
+  }
+  return d.lt_workspace;
 }
 
 void fail_kernel(const char* message) { fail("cuda: {}", message); }

@@ -1,7 +1,8 @@
 #pragma once
 // The CUDA runtime as the backend uses it: every call checked (a failure is a
-// loom::Error naming the call), one stream and one cuBLAS handle per device.
+// loom::Error naming the call), one stream and one cuBLAS and one cuBLASLt handle per device.
 // Included by host code only (.cpp); kernels (.cu) get a cudaStream_t.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -47,5 +48,13 @@ class DeviceGuard {
 cudaStream_t stream(int device);
 // The device's cuBLAS handle, bound to its stream.
 cublasHandle_t cublas(int device);
+// The device's cuBLASLt handle (products with epilogues: gemm_epilogue.h) and the
+// workspace its products may use (allocated once, on first use, never freed).
+cublasLtHandle_t cublas_lt(int device);
+struct Workspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+Workspace lt_workspace(int device);
 
 }  // namespace loom::cuda

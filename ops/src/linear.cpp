@@ -8,7 +8,9 @@
 // (ops/cpu/matmul_rounded_once.h) takes the bias the same way. Where no fused
 // kernel applies (a device without one) the op is that composition. The backward is
 // written with ops, as the composition's, so it gives the same gradients and is
-// differentiable again. Kernels: ops/cpu/matmul.cpp.
+// differentiable again; where a device computes dW and db in one product
+// (linear_param_grads' kernel: cuBLASLt's bias-gradient epilogue) it takes them from there. Kernels: ops/cpu/matmul.cpp.
+#include "linear_grads.h"
 #include "matmul_rounded_once.h"
 #include "rows.h"
 
@@ -34,8 +36,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Where w
   Tensor y = Tensor::empty({rows.shape()[0], out}, {x.dtype(), x.device()});
   detail::kernel_for<kernels::LinearKernel>("linear", x)(y, rows, w_t, detail::dense(bias));
   y = record("linear", {rows, weight, bias}, y, [rows, weight](BackwardContext& c, const Tensor& g) -> detail::Grads {
+    Tensor dx = c.needs(0) ? matmul(g, weight) : Tensor();
+    if (c.needs(1) && c.needs(2) && detail::fused_linear_param_grads(g)) {  // dW and db from one product
+      const int64_t out = weight.shape()[0], in = weight.shape()[1];
+      const Tensor params = linear_param_grads(g, rows);
+      return {dx, params.narrow(0, 0, out * in).reshape({out, in}), params.narrow(0, out * in, out)};
+    }
     // Laid out as matmul's backward lays them out for x @ weight.t(), so the bits agree.
-    return {c.needs(0) ? matmul(g, weight) : Tensor(), c.needs(1) ? matmul(transpose(g, 0, 1), rows) : Tensor(),
+    return {dx, c.needs(1) ? matmul(transpose(g, 0, 1), rows) : Tensor(),
             c.needs(2) ? sum_to(g, c.input_shape(2)) : Tensor()};
   });
   return y.reshape(out_shape);

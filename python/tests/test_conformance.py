@@ -77,7 +77,7 @@ NOT_IN_TORCH = {
     "label_smoothed_cross_entropy": "the fused loss behind cross_entropy(reduction='mean')",
     **{name: "a backward op, checked as its forward's gradient" for name in (
         "dropout_backward", "embedding_backward", "gelu_backward", "gelu_tanh_backward",
-        "label_smoothed_cross_entropy_backward", "layer_norm_backward", "layer_norm_param_grads",
+        "label_smoothed_cross_entropy_backward", "layer_norm_backward", "layer_norm_param_grads", "linear_param_grads",
         "log_softmax_backward", "relu_backward", "relu_dropout_backward", "sigmoid_backward", "slice_backward",
         "softmax_backward", "tanh_backward")},
 }

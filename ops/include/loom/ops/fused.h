@@ -41,6 +41,12 @@ Tensor layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& 
 /// layer_norm's backward computes it in the same sweep over (x, grad) as dx.
 Tensor layer_norm_param_grads(const Tensor& x, const Tensor& grad, double eps = 1e-5, Where where = Where::current());
 
+/// The linear op's parameter gradients as one flat tensor [N·K + N]: dW = gᵀ x
+/// ([N, K] row-major) followed by db = Σ_rows g ([N]), for g [M, N] and x [M, K].
+/// A device with a kernel computes both in one product (cuBLASLt's bias-gradient
+/// epilogue); elsewhere it is that composition.
+Tensor linear_param_grads(const Tensor& grad, const Tensor& x, Where where = Where::current());
+
 // ---- dropout ----
 /// Zeroes each element with probability p and scales the kept ones by 1/(1-p);
 /// p == 0 or !train returns x itself. The mask is Philox(seed, offset) of the

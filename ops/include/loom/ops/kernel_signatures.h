@@ -145,6 +145,9 @@ using MatmulKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& 
 // bias [N] dense: the matmul kernel's product with the bias added to each block as
 // it is finished (ops/cpu/matmul.cpp), the same bits as the product and then add.
 using LinearKernel = void (*)(const Tensor& out, const Tensor& x, const Tensor& w_t, const Tensor& bias);
+// linear_param_grads: out [N·K + N] = [gᵀ x (row-major [N, K]); Σ_rows g] for g [M, N]
+// and x [M, K] (both dense): the weight's and the bias's gradients of a linear op.
+using LinearParamGradsKernel = void (*)(const Tensor& out, const Tensor& g, const Tensor& x);
 // gather, index_select: out = x's elements picked along `dim` by `index` (contiguous
 // int64; gather: out's shape, index_select: 1-D). The kernel checks every index
 // against x.size(dim) before it writes and throws an Error naming the op and the index.
