@@ -1,6 +1,9 @@
 // The caching allocator: a repeated step makes no new system allocations.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "loom/backend.h"
 #include "loom/ops.h"
 
@@ -108,4 +111,37 @@ TEST_CASE("shapes that only grow do not grow the cache without bound: it stays w
   CHECK(sum_of_blocks > 4 * limit);  // what an unbounded cache would have held
   CHECK(most_cached <= limit);
   cpu.empty_cache();
+}
+
+TEST_CASE("a private pool (captured work) keeps its blocks from other tensors until it is released") {
+  HostCachingAllocator a;
+  void* shared = a.allocate(4000);
+  a.deallocate(shared, 4000);  // cached in the shared lists
+  const uint64_t pool = a.begin_pool();
+  void* in_pool = a.allocate(4000);
+  CHECK(in_pool != shared);  // a capture does not take shared blocks: eager tensors may still hold them
+  a.deallocate(in_pool, 4000);
+  void* reused = a.allocate(4000);
+  CHECK(reused == in_pool);       // freed while capturing: reused by the same capture (stream order)
+  void* kept = a.allocate(4000);  // a tensor the captured work leaves behind
+  a.deallocate(reused, 4000);
+  a.end_pool();
+  void* eager = a.allocate(4000);
+  CHECK(eager == shared);  // the shared block, never the pool's free one: a replay writes that
+  a.deallocate(eager, 4000);
+  void* eager2 = a.allocate(4000);
+  CHECK(eager2 != reused);
+  CHECK(eager2 != kept);
+  a.deallocate(eager2, 4000);
+  a.release_pool(pool);  // the captured work is gone: its free block joins the shared cache
+  std::vector<void*> taken;
+  for (int i = 0; i < 3; ++i) taken.push_back(a.allocate(4000));
+  CHECK(std::find(taken.begin(), taken.end(), reused) != taken.end());
+  a.deallocate(kept, 4000);  // freed after the release: shared too
+  void* last = a.allocate(4000);
+  CHECK(last == kept);
+  for (void* p : taken) a.deallocate(p, 4000);
+  a.deallocate(last, 4000);
+  CHECK(a.stats().bytes_in_use == 0);
+  CHECK_THROWS_AS((a.begin_pool(), a.begin_pool()), Error);  // one capture at a time
 }

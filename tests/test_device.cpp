@@ -203,3 +203,37 @@ TEST_CASE("host code may not read stand-in memory; copies and fills go through i
   CHECK(t.to(kCPU).to_vector<float>() == std::vector<float>(4, 3.0f));
   CHECK_ERROR(t.to_vector<float>(), "to_vector: tensor is on standin:0; copy it to the cpu first");
 }
+
+// loom/capture.h: what a GPU's capture (a CUDA graph) requires of a training step, checked
+// where there is no GPU: nothing in a forward, backward and Adam step copies between the
+// host and the device.
+TEST_CASE("a training step can be captured: the stand-in's capture finds no copy to or from the host") {
+  enable_standin_device();
+  const int64_t vocab = 17, batch = 4, len = 6;
+  TransformerConfig config = presets::tiny(vocab);
+  Generator init(7), data(8);
+  Transformer model(config, init);
+  model.to(kStandin);
+  optim::Adam adam(model.parameters(), {.lr = 1e-3, .betas = {0.9, 0.98}, .eps = 1e-9});
+  auto draw = [&] { return to_dtype(rand({batch, len}, {DType::f64}, data, 3, vocab), DType::i64).to(kStandin); };
+  const Tensor src = draw(), tgt_in = draw(), tgt_out = draw();
+  Tensor loss;
+  auto step = [&] {
+    loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, config.pad_id);
+    adam.zero_grad();
+    loss.backward();
+    optim::clip_grad_norm_on_device(model.parameters(), 1.0);
+    adam.step();
+  };
+  step();  // eager: Adam's state exists before the capture, as on a GPU
+  const AllocatorStats before = allocator(kStandin).stats();
+  std::unique_ptr<CapturedWork> captured = capture(kStandin, step);
+  REQUIRE(captured != nullptr);
+  CHECK(allocator(kStandin).stats().allocations > before.allocations);  // it ran, from the capture's pool
+  CHECK(std::isfinite(loss.to(kCPU).item<double>()));
+  CHECK_ERROR(captured->replay(0), "does not replay");
+  // What breaks a capture is named.
+  CHECK_ERROR(capture(kStandin, [&] { (void)loss.to(kCPU).item<double>(); }), "while capturing work on standin:0");
+  CHECK_ERROR(capture(kCPU, step), "needs a GPU");
+  CHECK(!capturing(kStandin));
+}

@@ -125,6 +125,35 @@ TEST_CASE("clip_grad_norm: returns the norm, scales as PyTorch; below the limit 
   CHECK(w.grad().to_vector<double>() == before);
 }
 
+TEST_CASE("clip_grad_norm_on_device: clip_grad_norm's norm and gradients, bit for bit, without reading the norm back") {
+  Generator gen(11);
+  for (double max_norm : {0.05, 1e9}) {  // clipped, and not
+    CAPTURE(max_norm);
+    std::vector<Tensor> host, device;
+    for (Shape shape : {Shape{7, 5}, Shape{5}, Shape{3, 2}}) {
+      Tensor g = randn(shape, {f32}, gen, 0, 0.1);
+      for (auto* params : {&host, &device}) {
+        Tensor p = zeros(shape, {f32});
+        p.requires_grad_();
+        p.set_grad(g.clone());
+        params->push_back(p);
+      }
+    }
+    Tensor no_grad = zeros({2}, {f32});  // skipped, as by clip_grad_norm
+    no_grad.requires_grad_();
+    host.push_back(no_grad);
+    device.push_back(no_grad);
+    const double norm = clip_grad_norm(host, max_norm);
+    const Tensor on_device = clip_grad_norm_on_device(device, max_norm);
+    CHECK(on_device.dtype() == f64);
+    CHECK(on_device.item<double>() == norm);
+    for (size_t i = 0; i + 1 < host.size(); ++i)
+      CHECK(host[i].grad().to_vector<float>() == device[i].grad().to_vector<float>());
+    if (max_norm < 1) CHECK(grad_norm(device) == doctest::Approx(max_norm).epsilon(1e-5));  // it did clip
+  }
+  CHECK(!clip_grad_norm_on_device({}, 1.0).defined());
+}
+
 TEST_CASE("optimizers: skip parameters without a gradient; refuse non-leaves; a stale graph refuses backward") {
   Tensor used = tensor({1.0, 2.0}, f64), unused = tensor({5.0}, f64);
   used.requires_grad_();

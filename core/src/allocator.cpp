@@ -19,36 +19,43 @@ size_t allocator_size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-void* CachingAllocator::allocate(size_t bytes) {
-  const size_t size = allocator_size_class(bytes);
-  std::lock_guard lock(mutex_);
-  ++stats_.allocations;
-  void* ptr = nullptr;
-  size_t block = size;
+std::pair<void*, size_t> CachingAllocator::take(FreeLists& lists, size_t size) {
   // The smallest cached block of at least `size` and at most twice it. Taking
   // larger classes, not only the exact one, keeps the cache from growing a set
   // of blocks per shape when shapes vary from step to step (a translation
   // batch's length does): it then holds about the peak working set, not the
   // sum of every shape's.
-  for (auto it = free_lists_.lower_bound(size); it != free_lists_.end() && it->first <= 2 * size; ++it) {
+  for (auto it = lists.lower_bound(size); it != lists.end() && it->first <= 2 * size; ++it) {
     if (it->second.empty()) continue;
-    ptr = it->second.back();
-    block = it->first;
+    void* ptr = it->second.back();
+    const size_t block = it->first;
     it->second.pop_back();
-    if (it->second.empty()) free_lists_.erase(it);
-    stats_.bytes_cached -= block;
-    ++stats_.cache_hits;
-    break;
+    if (it->second.empty()) lists.erase(it);
+    return {ptr, block};
   }
-  if (!ptr) {
+  return {nullptr, 0};
+}
+
+void* CachingAllocator::allocate(size_t bytes) {
+  const size_t size = allocator_size_class(bytes);
+  std::lock_guard lock(mutex_);
+  ++stats_.allocations;
+  auto [ptr, block] = take(active_pool_ ? pools_[active_pool_] : free_lists_, size);
+  if (ptr) {
+    if (!active_pool_) stats_.bytes_cached -= block;
+    ++stats_.cache_hits;
+  } else {
+    block = size;
     ptr = system_allocate(size);
-    if (!ptr) {
-      // Give the cache back and retry once before reporting out-of-memory.
+    if (!ptr && !active_pool_) {
+      // Give the cache back and retry once before reporting out-of-memory
+      // (not while capturing: freeing device memory would wait for the device).
       release_cached();
       ptr = system_allocate(size);
-      if (!ptr) fail("allocator: out of memory allocating {} bytes", size);
     }
+    if (!ptr) fail("allocator: out of memory allocating {} bytes", size);
     ++stats_.system_allocations;
+    if (active_pool_) pool_of_[ptr] = active_pool_;
   }
   block_sizes_[ptr] = block;
   stats_.bytes_in_use += block;
@@ -64,13 +71,46 @@ void CachingAllocator::deallocate(void* ptr, size_t bytes) {
              ptr);
   const size_t block = it->second;
   block_sizes_.erase(it);
-  free_lists_[block].push_back(ptr);
   stats_.bytes_in_use -= block;
+  if (auto owner = pool_of_.find(ptr); owner != pool_of_.end()) {
+    pools_[owner->second][block].push_back(ptr);  // its pool's, for the capture's later allocations
+    return;
+  }
+  free_lists_[block].push_back(ptr);
   stats_.bytes_cached += block;
   // Shapes that only grow (decoding: one position more every step) never fit
   // the smaller cached blocks, so the cache would hold every shape's blocks at
   // once. Bounded by the working set: past twice the peak, it all goes back.
-  if (stats_.bytes_cached > std::max(2 * stats_.peak_bytes_in_use, kMinCacheLimit)) release_cached();
+  if (!active_pool_ && stats_.bytes_cached > std::max(2 * stats_.peak_bytes_in_use, kMinCacheLimit)) release_cached();
+}
+
+uint64_t Allocator::begin_pool() { fail("allocator: this device's allocator has no private pools (captured work)"); }
+
+uint64_t CachingAllocator::begin_pool() {
+  std::lock_guard lock(mutex_);
+  LOOM_CHECK(!active_pool_, "allocator: a private pool is already active (one capture at a time)");
+  active_pool_ = next_pool_++;
+  pools_[active_pool_];
+  return active_pool_;
+}
+
+void CachingAllocator::end_pool() {
+  std::lock_guard lock(mutex_);
+  active_pool_ = 0;
+}
+
+void CachingAllocator::release_pool(uint64_t id) {
+  std::lock_guard lock(mutex_);
+  auto pool = pools_.find(id);
+  if (pool == pools_.end()) return;
+  for (auto& [block, ptrs] : pool->second)
+    for (void* ptr : ptrs) {
+      pool_of_.erase(ptr);
+      free_lists_[block].push_back(ptr);
+      stats_.bytes_cached += block;
+    }
+  pools_.erase(pool);
+  std::erase_if(pool_of_, [id](const auto& owned) { return owned.second == id; });  // in use: shared when freed
 }
 
 AllocatorStats CachingAllocator::stats() const {

@@ -139,7 +139,8 @@ Tensor Transformer::embed(const nn::Embedding& table, const Tensor& ids, int64_t
 }
 
 Transformer::Encoded Transformer::encode(const Tensor& src) {
-  Tensor pad = from_vector<int64_t>({config_.pad_id}, {}, {DType::i64, src.device()});
+  // A fill, not a copy from the host: a captured step (loom/capture.h) may not copy.
+  Tensor pad = full({}, static_cast<double>(config_.pad_id), {DType::i64, src.device()});
   Tensor src_mask = eq(src, pad).reshape({src.shape()[0], 1, 1, src.shape()[1]});
   Tensor x = embed(src_embed, src);
   for (size_t i = 0; i < encoder.size(); ++i) {

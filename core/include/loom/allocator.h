@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "loom/device.h"
@@ -33,6 +34,16 @@ class Allocator {
   virtual AllocatorStats stats() const = 0;
   virtual void reset_peak() = 0;
   virtual void empty_cache() = 0;  // return every cached block to the system
+
+  // Private pools, for captured work (loom/capture.h): between begin_pool() and
+  // end_pool() every block comes from, and goes back to, a pool of its own, never the
+  // shared free lists, so a replay, which writes the blocks the capture used, reaches no
+  // other tensor. release_pool(id), once the captured work is gone: the pool's free
+  // blocks join the shared cache, and so do its blocks still in use when they are freed.
+  // An allocator without pools refuses (the default).
+  virtual uint64_t begin_pool();
+  virtual void end_pool() {}
+  virtual void release_pool(uint64_t) {}
 };
 
 // Size classes: four steps per power of two (at most 25% waste), in multiples of 64 bytes.
@@ -50,6 +61,9 @@ class CachingAllocator : public Allocator {
   AllocatorStats stats() const override;
   void reset_peak() override;
   void empty_cache() override;
+  uint64_t begin_pool() override;
+  void end_pool() override;
+  void release_pool(uint64_t id) override;
 
  protected:
   virtual void* system_allocate(size_t bytes) = 0;
@@ -58,10 +72,17 @@ class CachingAllocator : public Allocator {
  private:
   void release_cached();  // every free list back to the system; mutex_ held
 
+  using FreeLists = std::map<size_t, std::vector<void*>>;  // by block size
+  // The smallest block of `lists` of at least `size` and at most twice it ({nullptr, 0}: none).
+  static std::pair<void*, size_t> take(FreeLists& lists, size_t size);
+
   mutable std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_lists_;  // by block size
-  std::unordered_map<void*, size_t> block_sizes_;    // blocks handed out: their size (may exceed the request's class)
+  FreeLists free_lists_;
+  std::unordered_map<void*, size_t> block_sizes_;  // blocks handed out: their size (may exceed the request's class)
   AllocatorStats stats_;
+  std::map<uint64_t, FreeLists> pools_;          // live private pools: their free blocks
+  std::unordered_map<void*, uint64_t> pool_of_;  // blocks a live pool owns
+  uint64_t active_pool_ = 0, next_pool_ = 1;     // 0: no pool active
 };
 
 // The caching policy over 64-byte-aligned host memory (a cache line, and enough

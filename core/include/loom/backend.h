@@ -12,9 +12,12 @@
 // op takes one offset (Generator::next_offset) whatever the device, and element i
 // draws Philox block (seed, offset, i): the same bits on every device.
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "loom/allocator.h"
+#include "loom/capture.h"
 #include "loom/device.h"
 
 namespace loom {
@@ -35,6 +38,9 @@ class Backend {
   // Whether host code may read and write this device's memory directly. When
   // not, Storage::data() refuses outside a running kernel (KernelScope).
   virtual bool host_accessible() const = 0;
+  // Captures what `work` issues on the device for replay (loom/capture.h); the
+  // default: this device cannot.
+  virtual std::unique_ptr<CapturedWork> capture(int device_index, const std::function<void()>& work);
 };
 
 Backend& backend(DeviceType type);  // throws loom::Error if none is registered

@@ -123,5 +123,12 @@ double grad_norm(const std::vector<Tensor>& params);
 /// Scales every .grad by max_norm / norm when the norm exceeds max_norm; returns
 /// the norm before clipping (watch it: spikes show instability).
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+/// grad_norm and clip_grad_norm without reading the norm back: it stays on the
+/// gradients' device (a float64 0-d tensor; undefined when no gradient is), the clip
+/// factor is computed there, and the gradients get clip_grad_norm's bits. Nothing waits
+/// for the device, so a captured step (loom/capture.h) can clip (torch's
+/// clip_grad_norm_ likewise returns a tensor).
+Tensor grad_norm_on_device(const std::vector<Tensor>& params);
+Tensor clip_grad_norm_on_device(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace loom::optim

@@ -1,0 +1,46 @@
+#pragma once
+// Capturing a device's work once and replaying it: on CUDA a CUDA graph. A training
+// step of a fixed shape issues about 1,400 kernel launches, each a few microseconds of
+// host time; replayed, the step is one launch.
+//
+// What capturing asks of the work (nothing runs while it is captured):
+// - no copy to or from the host and no wait for the device: a value read back would
+//   not exist yet. Kernels that would wait to report bad input (index checks) skip
+//   that check while capturing. The stand-in device captures to check exactly this: it
+//   runs the work, refusing every copy between the host and itself, and cannot replay;
+//   so a CPU test finds what would break a GPU's capture.
+// - fixed addresses: a replay reads and writes exactly the memory the capture used.
+//   What the work allocates comes from a private pool kept for the captured work
+//   (Allocator::begin_pool), and the tensors it leaves behind (a loss, gradients)
+//   hold each replay's results. Inputs are written into the same tensors before a replay.
+// - random draws relative to the capture: set the generator's offset to 0 before
+//   capturing; each replay is given the offset where its draws start, kept on the
+//   device and added by the random kernels, so every replay draws new masks, those an
+//   eager run from that offset would draw.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "loom/device.h"
+
+namespace loom {
+
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Queues the captured work again on its device's stream (no wait), its random ops
+  // drawing from random_offset on.
+  virtual void replay(uint64_t random_offset) = 0;
+  // The operations (kernels, copies, fills) one replay runs, in one launch (0 where
+  // the device does not count them: the stand-in).
+  virtual size_t operations() const = 0;
+};
+
+// Runs `work` once under capture on `device` and returns it ready to replay. An Error
+// names the device where it cannot capture (the CPU) and what broke a capture.
+std::unique_ptr<CapturedWork> capture(Device device, const std::function<void()>& work);
+// Whether this thread is capturing work on `device` now.
+bool capturing(Device device);
+
+}  // namespace loom
