@@ -57,8 +57,85 @@ class DeviceAllocator final : public CachingAllocator {
   int device_;
 };
 
+// A captured step as a CUDA graph (loom/capture.h): one launch replays its kernels,
+// copies and fills. The memory it used stays its own (the allocator's private pool)
+// until it is destroyed.
+class CudaGraph final : public CapturedWork {
+ public:
+  CudaGraph(int device, cudaGraph_t graph, Allocator& allocator, uint64_t pool)
+      : device_(device), graph_(graph), allocator_(allocator), pool_(pool) {
+    LOOM_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes_));
+    const cudaError_t status = cudaGraphInstantiate(&exec_, graph_, 0);
+    if (status != cudaSuccess) {
+      cudaGraphDestroy(graph_);
+      allocator_.release_pool(pool_);
+      fail_cuda(status, "cudaGraphInstantiate(&exec, graph, 0)");
+    }
+  }
+  ~CudaGraph() override {
+    DeviceGuard guard(device_);
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+    allocator_.release_pool(pool_);  // stream order: later work reuses the blocks after the last replay
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  void replay(uint64_t random_offset) override {
+    DeviceGuard guard(device_);
+    set_captured_random_base(device_, random_offset);
+    LOOM_CUDA_CHECK(cudaGraphLaunch(exec_, stream(device_)));
+  }
+  size_t operations() const override { return nodes_; }
+
+ private:
+  int device_;
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_ = nullptr;
+  Allocator& allocator_;
+  uint64_t pool_;
+  size_t nodes_ = 0;
+};
+
 class CudaBackend final : public Backend {
  public:
+  std::unique_ptr<CapturedWork> capture(int device_index, const std::function<void()>& work) override {
+    DeviceGuard guard(device_index);
+    const cudaStream_t s = stream(device_index);
+    // What is created on first use is created now: no cudaMalloc or handle inside the capture
+    // but the allocator's own (legal while capturing, and from the private pool).
+    cublas(device_index);
+    cublas_lt(device_index);
+    lt_workspace(device_index);
+    set_captured_random_base(device_index, 0);
+    Allocator& pool_owner = allocator(device_index);
+    const uint64_t pool = pool_owner.begin_pool();
+    // Thread-local mode: this thread may not call what is unsafe while capturing
+    // (a synchronize, a copy to the host), and other threads are left alone.
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      work();
+    } catch (...) {
+      cudaStreamEndCapture(s, &graph);  // ends the (invalidated) capture
+      if (graph) cudaGraphDestroy(graph);
+      cudaGetLastError();
+      pool_owner.end_pool();
+      pool_owner.release_pool(pool);
+      throw;
+    }
+    const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+    pool_owner.end_pool();
+    if (ended != cudaSuccess) {
+      pool_owner.release_pool(pool);
+      fail(
+          "capture: cudaStreamEndCapture failed: {} ({}): the captured work waited for the device, copied to or "
+          "from the host, or used another stream",
+          cudaGetErrorString(ended), cudaGetErrorName(ended));
+    }
+    return std::make_unique<CudaGraph>(device_index, graph, pool_owner, pool);
+  }
+
   Allocator& allocator(int device_index) override {
     std::lock_guard<std::mutex> lock(mutex_);
     check_device(device_index);
@@ -70,6 +147,11 @@ class CudaBackend final : public Backend {
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) override {
     if (bytes == 0) return;
+    const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
+    LOOM_CHECK(!capturing(gpu) || (src_device.is_cuda() && dst_device.is_cuda()),
+               "capture: a copy of {} bytes from {} to {} while capturing work on {}: a captured step may not read "
+               "from or write to the host (a replay would copy a stale value)",
+               bytes, src_device, dst_device, gpu);
     if (src_device.is_cuda() && dst_device.is_cuda() && src_device.index != dst_device.index) {
       // Between two GPUs: the source's pending work first, then a peer copy.
       synchronize(src_device.index);

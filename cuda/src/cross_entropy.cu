@@ -108,6 +108,12 @@ BadId find_bad_id(const int64_t* ids, int64_t n, int64_t limit, int64_t ignore, 
                   cudaStream_t stream) {
   BadId bad;
   if (n == 0) return bad;
+  // A captured step (loom/capture.h) cannot wait for the answer: there the ids go
+  // unchecked on the device (a replay of a bad id reads out of range, as a CUDA graph
+  // of any framework would; the stand-in's capture and every eager run check them).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check_kernel_call(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
+  if (capturing != cudaStreamCaptureStatusNone) return bad;
   auto* first = static_cast<unsigned long long*>(scratch);
   check_kernel_call(cudaMemsetAsync(first, 0xff, sizeof(unsigned long long), stream), "cudaMemsetAsync");
   bad_id_kernel<<<blocks_for(n), kThreads, 0, stream>>>(ids, n, limit, ignore, has_ignore, first);

@@ -13,8 +13,8 @@ uint32_t* mask_words(const Tensor& mask) { return static_cast<uint32_t*>(mask.ra
 template <typename T, bool Relu>
 void dropout(const Tensor& out, const Tensor& mask, const Tensor& x, double p, uint64_t seed, uint64_t offset) {
   OnDevice on(out);
-  launch_dropout<T>(out.raw_data(), mask_words(mask), x.raw_data(), nullptr, x.numel(), p, seed, offset, Relu,
-                    on.stream());
+  launch_dropout<T>(out.raw_data(), mask_words(mask), x.raw_data(), nullptr, x.numel(), p, seed, offset,
+                    captured_random_base(out.device().index), Relu, on.stream());
 }
 
 template <typename T>

@@ -21,7 +21,8 @@ constexpr int kWarp = 32;
 // bfloat16 computes in float32 (C) and rounds once, as on the CPU.
 template <typename T, bool Relu, typename C = compute_type<T>>
 __global__ void dropout_kernel(T* out, uint32_t* mask, const T* x, const T* residual, int64_t n, uint32_t threshold,
-                               C scale, uint64_t seed, uint64_t offset) {
+                               C scale, uint64_t seed, uint64_t first_offset, const uint64_t* offset_base) {
+  const uint64_t offset = first_offset + (offset_base ? *offset_base : 0);
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = int64_t(gridDim.x) * blockDim.x / kWarp;
   for (int64_t word = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / kWarp; word * kWarp < n; word += warps) {
@@ -53,7 +54,7 @@ __global__ void dropout_backward_kernel(T* out, const T* grad, const T* x, const
 
 template <typename T>
 void launch_dropout(void* out, uint32_t* mask, const void* x, const void* residual, int64_t n, double p, uint64_t seed,
-                    uint64_t offset, bool relu, cudaStream_t stream) {
+                    uint64_t offset, const uint64_t* offset_base, bool relu, cudaStream_t stream) {
   if (n == 0) return;
   using C = compute_type<T>;
   const C scale = p < 1.0 ? static_cast<C>(1.0 / (1.0 - p)) : C(0);
@@ -62,7 +63,7 @@ void launch_dropout(void* out, uint32_t* mask, const void* x, const void* residu
   const auto kernel = relu ? dropout_kernel<T, true> : dropout_kernel<T, false>;
   kernel<<<blocks_for(words * kWarp), kThreads, 0, stream>>>(static_cast<T*>(out), mask, static_cast<const T*>(x),
                                                              static_cast<const T*>(residual), n, threshold, scale, seed,
-                                                             offset);
+                                                             offset, offset_base);
   check_kernel_launch("dropout_kernel");
 }
 
@@ -80,7 +81,7 @@ void launch_dropout_backward(void* out, const void* grad, const void* relu_input
 
 #define LOOM_CUDA_DROPOUT(T)                                                                                       \
   template void launch_dropout<T>(void*, uint32_t*, const void*, const void*, int64_t, double, uint64_t, uint64_t, \
-                                  bool, cudaStream_t);                                                             \
+                                  const uint64_t*, bool, cudaStream_t);                                            \
   template void launch_dropout_backward<T>(void*, const void*, const void*, const uint32_t*, int64_t, double,      \
                                            cudaStream_t);
 LOOM_CUDA_DROPOUT(float)

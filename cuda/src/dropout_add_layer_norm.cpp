@@ -17,7 +17,8 @@ void dropout_add_layer_norm(const Tensor& out, const Tensor& h, const Tensor& st
                             kernels::DropoutDraw draw, double eps) {
   OnDevice on(out);
   launch_dropout<T>(h.raw_data(), static_cast<uint32_t*>(mask.raw_data()), s.raw_data(), x.raw_data(), x.numel(),
-                    draw.p, draw.seed, draw.offset, /*relu=*/false, on.stream());
+                    draw.p, draw.seed, draw.offset, captured_random_base(out.device().index), /*relu=*/false,
+                    on.stream());
   launch_layer_norm<T>(rows_of(h), out.raw_data(), stats.raw_data(), h.raw_data(),
                        data_or_null(widened(weight, on.stream())), data_or_null(widened(bias, on.stream())), eps,
                        on.stream());

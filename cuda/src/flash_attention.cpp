@@ -16,6 +16,7 @@ AttentionCall call_of(const Tensor& q, const Tensor& k, const Tensor& v, const T
   c.batches = q.shape()[0], c.queries = q.shape()[1], c.keys = k.shape()[1];
   c.depth = q.shape()[2], c.value_depth = v.shape()[2];
   c.scale = a.scale, c.dropout_p = a.dropout_p, c.seed = a.seed, c.offset = a.offset;
+  c.offset_base = captured_random_base(q.device().index);
   if (!mask.defined()) return c;
   const int64_t dims = mask.dim();
   LOOM_CHECK(dims - 2 <= kAttentionMaskDims, "flash_attention: a mask of {} batch dims (at most {} on cuda)", dims - 2,

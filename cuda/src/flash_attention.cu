@@ -34,7 +34,7 @@ template <typename T>
 __device__ T keep(const AttentionCall& c, int64_t b, int64_t i, int64_t j) {
   if (c.dropout_p <= 0) return 1;
   const uint64_t element = static_cast<uint64_t>((b * c.queries + i) * c.keys + j);
-  const Philox4x32 bits = philox_block(c.seed, c.offset, element / 4);
+  const Philox4x32 bits = philox_block(c.seed, c.offset + (c.offset_base ? *c.offset_base : 0), element / 4);
   const uint32_t threshold = static_cast<uint32_t>(ceil(c.dropout_p * 16777216.0));
   return (bits.v[element % 4] >> 8) >= threshold ? static_cast<T>(1.0 / (1.0 - c.dropout_p)) : T(0);
 }

@@ -16,7 +16,8 @@ struct AttentionCall {
   int64_t batches, queries, keys, depth, value_depth;
   double scale, dropout_p;
   uint64_t seed, offset;
-  const void* mask;  // null: none
+  const uint64_t* offset_base;  // null, or a captured step's device word added to offset (dropout_launch.h)
+  const void* mask;             // null: none
   bool additive;
   int batch_dims;
   int64_t batch_size[kAttentionMaskDims], batch_stride[kAttentionMaskDims];

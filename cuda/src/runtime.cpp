@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "fill.h"
 #include "loom/error.h"
 
 namespace loom::cuda {
@@ -46,6 +47,7 @@ struct PerDevice {
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t cublas_lt = nullptr;
   Workspace lt_workspace;
+  uint64_t* random_base = nullptr;  // made before a capture begins (no cudaMalloc inside one)
 };
 
 std::mutex g_mutex;
@@ -108,6 +110,33 @@ Workspace lt_workspace(int device) {
     d.lt_workspace.bytes = kBytes;
   }
   return d.lt_workspace;
+}
+
+bool stream_capturing(int device) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  LOOM_CUDA_CHECK(cudaStreamIsCapturing(stream(device), &status));
+  return status == cudaStreamCaptureStatusActive;
+}
+
+namespace {
+uint64_t* random_base_word(int device) {
+  PerDevice& d = device_state(device);
+  if (!d.random_base) {
+    DeviceGuard guard(device);
+    LOOM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d.random_base), sizeof(uint64_t)));
+    LOOM_CUDA_CHECK(cudaMemsetAsync(d.random_base, 0, sizeof(uint64_t), stream(device)));
+  }
+  return d.random_base;
+}
+}  // namespace
+
+const uint64_t* captured_random_base(int device) {
+  return stream_capturing(device) ? random_base_word(device) : nullptr;
+}
+
+void set_captured_random_base(int device, uint64_t offset) {
+  DeviceGuard guard(device);
+  launch_fill(random_base_word(device), &offset, sizeof(offset), 1, stream(device));
 }
 
 void fail_kernel(const char* message) { fail("cuda: {}", message); }

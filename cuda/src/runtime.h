@@ -57,4 +57,12 @@ struct Workspace {
 };
 Workspace lt_workspace(int device);
 
+// Captured steps (loom/capture.h) on the device's stream. The random kernels add the
+// device word captured_random_base to the offsets they were launched with: null when
+// the stream is not capturing, so eager launches read nothing; each replay sets the
+// word first (set_captured_random_base, a fill on the stream), so it draws new masks.
+bool stream_capturing(int device);
+const uint64_t* captured_random_base(int device);
+void set_captured_random_base(int device, uint64_t offset);
+
 }  // namespace loom::cuda
