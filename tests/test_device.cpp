@@ -152,6 +152,65 @@ TEST_CASE("on a GPU: a tiny Transformer trains on cuda:0 with the CPU's losses w
     }
 }
 
+// loom/capture.h on a GPU: forward and backward captured once as a CUDA graph, Adam
+// eager after each replay (its step count changes). Each replay must give the loss the
+// eager step from the same dropout offset gives: the same kernels on the same memory,
+// and new masks per replay (a replay that reused the capture's masks would be off by far
+// more than float32 rounding). Tolerance chosen before any GPU run: 1e-6 relative.
+TEST_CASE("on a GPU: a captured step (CUDA graph) replays the eager steps' losses with new dropout masks") {
+  if (!has_backend(DeviceType::cuda) || backend(DeviceType::cuda).device_count() == 0) {
+    fmt::print("cuda: no device, 1 row skipped (a captured step on cuda:0 against eager steps)\n");
+    return;
+  }
+  const Device gpu = Device::cuda(0);
+  const int64_t vocab = 17, batch = 4, len = 6;
+  const TransformerConfig config = presets::tiny(vocab);
+  Generator data(8);
+  auto draw = [&] { return to_dtype(rand({batch, len}, {DType::f64}, data, 3, vocab), DType::i64).to(gpu); };
+  const Tensor src = draw(), tgt_in = draw(), tgt_out = draw();
+  auto losses = [&](bool captured_steps) {
+    Generator init(7);  // the model's weights, then its dropout stream
+    Transformer model(config, init);
+    model.to(gpu);
+    optim::Adam adam(model.parameters(), {.lr = 1e-3, .betas = {0.9, 0.98}, .eps = 1e-9});
+    Tensor loss;
+    auto forward_backward = [&] {
+      loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, config.pad_id);
+      adam.zero_grad();
+      loss.backward();
+    };
+    std::vector<double> out;
+    forward_backward();  // eager first step: Adam's state exists before a capture
+    adam.step();
+    out.push_back(loss.to(kCPU).item<double>());
+    std::unique_ptr<CapturedWork> graph;
+    uint64_t offset = init.offset(), per_step = 0;
+    if (captured_steps) {
+      init.set_offset(0);
+      graph = capture(gpu, forward_backward);
+      per_step = init.offset();
+      CHECK(graph->operations() > 100);
+    }
+    for (int step = 0; step < 3; ++step) {
+      if (graph) {
+        graph->replay(offset);
+        offset += per_step;
+      } else {
+        forward_backward();
+      }
+      adam.step();
+      out.push_back(loss.to(kCPU).item<double>());
+    }
+    return out;
+  };
+  const std::vector<double> eager = losses(false), replayed = losses(true);
+  REQUIRE(eager.size() == replayed.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    INFO("step ", i, ": eager ", eager[i], ", replayed ", replayed[i]);
+    CHECK(std::abs(eager[i] - replayed[i]) <= 1e-6 * std::abs(eager[i]));
+  }
+}
+
 TEST_CASE("every CPU kernel is registered for the stand-in device too") {
   enable_standin_device();
   size_t cpu_kernels = 0;

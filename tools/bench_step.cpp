@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "loom/atomic_file.h"
 #include "loom/backend.h"
+#include "loom/capture.h"
 #include "loom/kernel_profile.h"
 #include "options.h"
 #include "loom/models.h"
@@ -29,8 +30,9 @@ struct StepOptions {
   int threads = 2, steps = 10, warmup = 3;
   double dropout = 0.1;
   std::string json, device = "cpu", precision = "float32";
-  double peak_tflops = 0;  // the device's peak for float32 matmuls: MFU printed when given
-  bool profile = false;    // time every kernel over the timed steps (loom/kernel_profile.h)
+  double peak_tflops = 0;   // the device's peak for float32 matmuls: MFU printed when given
+  bool profile = false;     // time every kernel over the timed steps (loom/kernel_profile.h)
+  bool cuda_graph = false;  // capture one step after the warm-up and replay it (loom/capture.h)
 };
 
 // Matmul FLOPs of one forward pass (2 per multiply-add): projections, feed-forward,
@@ -84,15 +86,35 @@ void run_bench_step(const StepOptions& opt) {
   std::vector<double> times;
   double loss_value = 0;
   std::optional<KernelProfile> profile;
-  for (int s = 0; s < opt.warmup + opt.steps; ++s) {
-    if (opt.profile && s == opt.warmup) profile.emplace(device);
-    auto t0 = std::chrono::steady_clock::now();
-    Tensor loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, config.pad_id);
+  Tensor loss;
+  auto step = [&] {
+    loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, config.pad_id);
     adam.zero_grad();
     loss.backward();
-    {
-      KernelPhase phase("optimizer");
-      adam.step();
+    KernelPhase phase("optimizer");
+    adam.step();
+  };
+  // --cuda-graph: after the warm-up, one step captured (its dropout draws relative to
+  // offset 0) and every timed step a replay from where an eager step would draw. Adam's
+  // step count and learning rate are those of the captured step in every replay (the
+  // bench times the work; the trainer would keep them on the device).
+  std::unique_ptr<CapturedWork> captured;
+  uint64_t random_offset = 0, offsets_per_step = 0;
+  for (int s = 0; s < opt.warmup + opt.steps; ++s) {
+    if (opt.profile && s == opt.warmup) profile.emplace(device);
+    if (opt.cuda_graph && s == opt.warmup) {
+      random_offset = init.offset();
+      init.set_offset(0);
+      captured = capture(device, step);
+      offsets_per_step = init.offset();
+      fmt::print("captured one step: {} operations, replayed in one launch per step\n", captured->operations());
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    if (captured) {
+      captured->replay(random_offset);
+      random_offset += offsets_per_step;
+    } else {
+      step();
     }
     loss_value = loss.to(kCPU).item<double>();  // waits for the device: the step is done
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -168,7 +190,18 @@ void add_bench_step_command(CLI::App& bench) {
       ->check(at_least(0));
   step->add_flag("--profile", opt->profile,
                  "print each kernel's time per step in forward and backward, and matmul's share of the step");
-  step->callback([opt] { run_bench_step(*opt); });
+  step->add_flag("--cuda-graph", opt->cuda_graph,
+                 "capture one step after the warm-up as a CUDA graph and time its replays (a GPU only)");
+  step->callback([opt] {
+    if (opt->cuda_graph && opt->profile)
+      throw CLI::ValidationError("--cuda-graph",
+                                 "cannot be combined with --profile (a profile times each kernel call)");
+    if (opt->cuda_graph && opt->warmup < 1)
+      throw CLI::ValidationError("--cuda-graph", "needs --warmup 1 or more (Adam's state is made before the capture)");
+    if (opt->cuda_graph && opt->device.rfind("cuda", 0) != 0)
+      throw CLI::ValidationError("--cuda-graph", "needs --device cuda (a CUDA graph)");
+    run_bench_step(*opt);
+  });
 }
 
 }  // namespace loom::tools
