@@ -152,65 +152,6 @@ TEST_CASE("on a GPU: a tiny Transformer trains on cuda:0 with the CPU's losses w
     }
 }
 
-// loom/capture.h on a GPU: forward and backward captured once as a CUDA graph, Adam
-// eager after each replay (its step count changes). Each replay must give the loss the
-// eager step from the same dropout offset gives: the same kernels on the same memory,
-// and new masks per replay (a replay that reused the capture's masks would be off by far
-// more than float32 rounding). Tolerance chosen before any GPU run: 1e-6 relative.
-TEST_CASE("on a GPU: a captured step (CUDA graph) replays the eager steps' losses with new dropout masks") {
-  if (!has_backend(DeviceType::cuda) || backend(DeviceType::cuda).device_count() == 0) {
-    fmt::print("cuda: no device, 1 row skipped (a captured step on cuda:0 against eager steps)\n");
-    return;
-  }
-  const Device gpu = Device::cuda(0);
-  const int64_t vocab = 17, batch = 4, len = 6;
-  const TransformerConfig config = presets::tiny(vocab);
-  Generator data(8);
-  auto draw = [&] { return to_dtype(rand({batch, len}, {DType::f64}, data, 3, vocab), DType::i64).to(gpu); };
-  const Tensor src = draw(), tgt_in = draw(), tgt_out = draw();
-  auto losses = [&](bool captured_steps) {
-    Generator init(7);  // the model's weights, then its dropout stream
-    Transformer model(config, init);
-    model.to(gpu);
-    optim::Adam adam(model.parameters(), {.lr = 1e-3, .betas = {0.9, 0.98}, .eps = 1e-9});
-    Tensor loss;
-    auto forward_backward = [&] {
-      loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, config.pad_id);
-      adam.zero_grad();
-      loss.backward();
-    };
-    std::vector<double> out;
-    forward_backward();  // eager first step: Adam's state exists before a capture
-    adam.step();
-    out.push_back(loss.to(kCPU).item<double>());
-    std::unique_ptr<CapturedWork> graph;
-    uint64_t offset = init.offset(), per_step = 0;
-    if (captured_steps) {
-      init.set_offset(0);
-      graph = capture(gpu, forward_backward);
-      per_step = init.offset();
-      CHECK(graph->operations() > 100);
-    }
-    for (int step = 0; step < 3; ++step) {
-      if (graph) {
-        graph->replay(offset);
-        offset += per_step;
-      } else {
-        forward_backward();
-      }
-      adam.step();
-      out.push_back(loss.to(kCPU).item<double>());
-    }
-    return out;
-  };
-  const std::vector<double> eager = losses(false), replayed = losses(true);
-  REQUIRE(eager.size() == replayed.size());
-  for (size_t i = 0; i < eager.size(); ++i) {
-    INFO("step ", i, ": eager ", eager[i], ", replayed ", replayed[i]);
-    CHECK(std::abs(eager[i] - replayed[i]) <= 1e-6 * std::abs(eager[i]));
-  }
-}
-
 TEST_CASE("every CPU kernel is registered for the stand-in device too") {
   enable_standin_device();
   size_t cpu_kernels = 0;
@@ -263,36 +204,93 @@ TEST_CASE("host code may not read stand-in memory; copies and fills go through i
   CHECK_ERROR(t.to_vector<float>(), "to_vector: tensor is on standin:0; copy it to the cpu first");
 }
 
-// loom/capture.h: what a GPU's capture (a CUDA graph) requires of a training step, checked
-// where there is no GPU: nothing in a forward, backward and Adam step copies between the
-// host and the device.
-TEST_CASE("a training step can be captured: the stand-in's capture finds no copy to or from the host") {
+namespace {
+// A tiny Transformer's losses over four steps: the first eager (Adam's state exists
+// before a capture), then three either eager or replays of forward and backward captured
+// once (loom/capture.h), each replay drawing dropout from where the eager step would;
+// Adam runs eagerly after each (its step count changes, so it is not captured).
+std::vector<double> captured_losses(Device device, bool captured_steps) {
   enable_standin_device();
   const int64_t vocab = 17, batch = 4, len = 6;
-  TransformerConfig config = presets::tiny(vocab);
-  Generator init(7), data(8);
-  Transformer model(config, init);
-  model.to(kStandin);
-  optim::Adam adam(model.parameters(), {.lr = 1e-3, .betas = {0.9, 0.98}, .eps = 1e-9});
-  auto draw = [&] { return to_dtype(rand({batch, len}, {DType::f64}, data, 3, vocab), DType::i64).to(kStandin); };
+  const TransformerConfig config = presets::tiny(vocab);
+  Generator data(8), init(7);  // init: the model's weights, then its dropout stream
+  auto draw = [&] { return to_dtype(rand({batch, len}, {DType::f64}, data, 3, vocab), DType::i64).to(device); };
   const Tensor src = draw(), tgt_in = draw(), tgt_out = draw();
+  Transformer model(config, init);
+  model.to(device);
+  optim::Adam adam(model.parameters(), {.lr = 1e-3, .betas = {0.9, 0.98}, .eps = 1e-9});
   Tensor loss;
-  auto step = [&] {
+  auto forward_backward = [&] {
     loss = label_smoothed_cross_entropy(model(src, tgt_in), tgt_out, 0.1, config.pad_id);
     adam.zero_grad();
     loss.backward();
     optim::clip_grad_norm_on_device(model.parameters(), 1.0);
-    adam.step();
   };
-  step();  // eager: Adam's state exists before the capture, as on a GPU
-  const AllocatorStats before = allocator(kStandin).stats();
-  std::unique_ptr<CapturedWork> captured = capture(kStandin, step);
-  REQUIRE(captured != nullptr);
-  CHECK(allocator(kStandin).stats().allocations > before.allocations);  // it ran, from the capture's pool
-  CHECK(std::isfinite(loss.to(kCPU).item<double>()));
-  CHECK_ERROR(captured->replay(0), "does not replay");
+  std::vector<double> losses;
+  forward_backward();
+  adam.step();
+  losses.push_back(loss.to(kCPU).item<double>());
+  std::unique_ptr<CapturedWork> graph;
+  uint64_t offset = init.offset(), per_step = 0;
+  if (captured_steps) {
+    init.set_offset(0);  // the capture's draws relative to 0
+    graph = capture(device, forward_backward);
+    per_step = init.offset();
+    CHECK(per_step > 0);  // it draws dropout masks
+    CHECK(graph->operations() > 100);
+  }
+  for (int step = 0; step < 3; ++step) {
+    if (graph) {
+      graph->replay(offset);
+      offset += per_step;
+    } else {
+      forward_backward();
+    }
+    adam.step();
+    losses.push_back(loss.to(kCPU).item<double>());
+  }
+  return losses;
+}
+}  // namespace
+
+// What a GPU's capture (a CUDA graph) requires of a training step, checked where there is
+// no GPU: the stand-in records the captured step's calls (same memory) and replays them.
+TEST_CASE("a captured training step replays the eager steps' losses bit for bit on the stand-in, new masks each time") {
+  const std::vector<double> eager = captured_losses(kStandin, false), replayed = captured_losses(kStandin, true);
+  CHECK(eager == replayed);
+  CHECK(eager[1] != eager[2]);
+  CHECK(eager[2] != eager[3]);
   // What breaks a capture is named.
-  CHECK_ERROR(capture(kStandin, [&] { (void)loss.to(kCPU).item<double>(); }), "while capturing work on standin:0");
-  CHECK_ERROR(capture(kCPU, step), "needs a GPU");
+  Tensor on_device = ones({2}, {DType::f32, kStandin});
+  CHECK_ERROR(capture(kStandin, [&] { (void)sum(on_device).to(kCPU).item<double>(); }),
+              "while capturing work on standin:0");
+  CHECK_ERROR(capture(kCPU, [] {}), "needs a GPU");
   CHECK(!capturing(kStandin));
+  // A replay writes the memory the capture used; that memory is the capture's until it is gone.
+  const AllocatorStats before = allocator(kStandin).stats();
+  {
+    std::unique_ptr<CapturedWork> tripled =
+        capture(kStandin, [&] { copy_(on_device, mul(on_device, add(on_device, on_device))); });
+    tripled->replay(0);
+    tripled->replay(0);
+    CHECK(on_device.to(kCPU).to_vector<float>() == std::vector<float>{128, 128});  // 1 -> 2 -> 8 -> 128
+  }
+  CHECK(allocator(kStandin).stats().bytes_in_use == before.bytes_in_use);
+}
+
+// loom/capture.h on a GPU: the stand-in's test above, on cuda:0, with a CUDA graph. The
+// same kernels on the same memory; tolerance chosen before any GPU run: 1e-6 relative
+// (a replay that reused the capture's dropout masks would be off by far more).
+TEST_CASE("on a GPU: a captured step (CUDA graph) replays the eager steps' losses with new dropout masks") {
+  if (!has_backend(DeviceType::cuda) || backend(DeviceType::cuda).device_count() == 0) {
+    fmt::print("cuda: no device, 1 row skipped (a captured step on cuda:0 against eager steps)\n");
+    return;
+  }
+  const std::vector<double> eager = captured_losses(Device::cuda(0), false),
+                            replayed = captured_losses(Device::cuda(0), true);
+  REQUIRE(eager.size() == replayed.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    INFO("step ", i, ": eager ", eager[i], ", replayed ", replayed[i]);
+    CHECK(std::abs(eager[i] - replayed[i]) <= 1e-6 * std::abs(eager[i]));
+  }
 }

@@ -35,6 +35,11 @@ Table& table() {
 KernelMode kernel_mode() { return g_mode; }
 void set_kernel_mode(KernelMode mode) { g_mode = mode; }
 
+std::vector<detail::RecordedCall>*& detail::call_recorder() {
+  thread_local std::vector<RecordedCall>* recorder = nullptr;
+  return recorder;
+}
+
 KernelScope::KernelScope() { g_kernel_depth.fetch_add(1, std::memory_order_relaxed); }
 KernelScope::~KernelScope() { g_kernel_depth.fetch_sub(1, std::memory_order_relaxed); }
 bool KernelScope::active() { return g_kernel_depth.load(std::memory_order_relaxed) > 0; }

@@ -1,5 +1,7 @@
 #include "loom/standin.h"
 
+#include <vector>
+
 #include "loom/backend.h"
 #include "loom/capture.h"
 #include "loom/error.h"
@@ -8,20 +10,29 @@
 namespace loom {
 
 namespace {
-// The stand-in's capture (loom/capture.h) checks that work could be captured on a GPU:
-// it runs it with its allocations in a private pool, refusing every copy between the
-// host and the stand-in (a GPU's capture would fail there, or replay a stale value).
-// It cannot replay: its kernels ran as they were issued, and there is nothing to relaunch.
-class CheckedCapture final : public CapturedWork {
+// The stand-in's capture (loom/capture.h), a CUDA graph's semantics on host memory: the
+// work runs once (its kernels ran as issued) while every outermost kernel call, fill
+// and copy it makes is recorded with its arguments (loom/kernel_table.h), the same
+// tensors and so the same memory; a replay calls them again in order, its random
+// draws moved by the replay's offset. Allocations come from a private pool, and a copy
+// between the host and the stand-in is refused, as a GPU's capture would fail there:
+// a CPU test finds what would break a capture, and a captured step's replays can be
+// checked against eager steps bit for bit.
+class RecordedWork final : public CapturedWork {
  public:
-  CheckedCapture(Allocator& allocator, uint64_t pool) : allocator_(allocator), pool_(pool) {}
-  ~CheckedCapture() override { allocator_.release_pool(pool_); }
-  void replay(uint64_t) override {
-    fail("capture: the stand-in device checks that work can be captured; it does not replay it (a GPU does)");
+  RecordedWork(std::vector<detail::RecordedCall> calls, Allocator& allocator, uint64_t pool)
+      : calls_(std::move(calls)), allocator_(allocator), pool_(pool) {}
+  ~RecordedWork() override {
+    calls_.clear();  // their tensors back to the pool first
+    allocator_.release_pool(pool_);
   }
-  size_t operations() const override { return 0; }
+  void replay(uint64_t random_offset) override {
+    for (const detail::RecordedCall& call : calls_) call(random_offset);
+  }
+  size_t operations() const override { return calls_.size(); }
 
  private:
+  std::vector<detail::RecordedCall> calls_;
   Allocator& allocator_;
   uint64_t pool_;
 };
@@ -37,20 +48,37 @@ class StandinBackend final : public HostBackend {
                "capture: a copy of {} bytes from {} to {} while capturing work on {}: a captured step may not "
                "read from or write to the host (a GPU's capture fails there, or replays a stale value)",
                bytes, src_device, dst_device, standin);
+    if (auto* recorder = detail::call_recorder())
+      recorder->push_back([=, this](uint64_t) { HostBackend::copy(dst, dst_device, src, src_device, bytes); });
     HostBackend::copy(dst, dst_device, src, src_device, bytes);
+  }
+
+  void fill(void* dst, Device device, const void* value, size_t element_bytes, size_t count) override {
+    if (auto* recorder = detail::call_recorder()) {
+      const auto* first = static_cast<const unsigned char*>(value);
+      recorder->push_back([=, this, bytes = std::vector<unsigned char>(first, first + element_bytes)](uint64_t) {
+        HostBackend::fill(dst, device, bytes.data(), element_bytes, count);
+      });
+    }
+    HostBackend::fill(dst, device, value, element_bytes, count);
   }
 
   std::unique_ptr<CapturedWork> capture(int, const std::function<void()>& work) override {
     const uint64_t pool = allocator_.begin_pool();
+    std::vector<detail::RecordedCall> calls;
+    detail::call_recorder() = &calls;
     try {
       work();
     } catch (...) {
+      detail::call_recorder() = nullptr;
+      calls.clear();
       allocator_.end_pool();
       allocator_.release_pool(pool);
       throw;
     }
+    detail::call_recorder() = nullptr;
     allocator_.end_pool();
-    return std::make_unique<CheckedCapture>(allocator_, pool);
+    return std::make_unique<RecordedWork>(std::move(calls), allocator_, pool);
   }
 
  private:

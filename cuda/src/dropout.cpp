@@ -11,9 +11,9 @@ namespace {
 uint32_t* mask_words(const Tensor& mask) { return static_cast<uint32_t*>(mask.raw_data()); }
 
 template <typename T, bool Relu>
-void dropout(const Tensor& out, const Tensor& mask, const Tensor& x, double p, uint64_t seed, uint64_t offset) {
+void dropout(const Tensor& out, const Tensor& mask, const Tensor& x, kernels::DropoutDraw draw) {
   OnDevice on(out);
-  launch_dropout<T>(out.raw_data(), mask_words(mask), x.raw_data(), nullptr, x.numel(), p, seed, offset,
+  launch_dropout<T>(out.raw_data(), mask_words(mask), x.raw_data(), nullptr, x.numel(), draw.p, draw.seed, draw.offset,
                     captured_random_base(out.device().index), Relu, on.stream());
 }
 

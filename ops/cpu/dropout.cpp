@@ -152,8 +152,8 @@ void masked_scale_reference(T* out, const uint32_t* mask, const T* g, const T* x
 uint32_t* mask_words(const Tensor& mask) { return reinterpret_cast<uint32_t*>(mask.data<int32_t>()); }
 
 template <typename T, void (*Run)(T*, uint32_t*, const T*, int64_t, double, uint64_t, uint64_t, const T*)>
-void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, double p, uint64_t seed, uint64_t offset) {
-  Run(out.data<T>(), mask_words(mask), x.data<T>(), x.numel(), p, seed, offset, nullptr);
+void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, kernels::DropoutDraw draw) {
+  Run(out.data<T>(), mask_words(mask), x.data<T>(), x.numel(), draw.p, draw.seed, draw.offset, nullptr);
 }
 
 template <typename T, void (*Run)(T*, const uint32_t*, const T*, const T*, int64_t, double)>

@@ -21,7 +21,8 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator& gen, Where wher
   uint64_t seed = gen.seed(), offset = gen.next_offset();
   Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
   Tensor mask = Tensor::empty({dropout_mask_words(x.numel())}, {DType::i32, x.device()});
-  detail::kernel_for<kernels::DropoutKernel>("dropout", x)(out, mask, detail::dense(x), p, seed, offset);
+  detail::kernel_for<kernels::DropoutKernel>("dropout", x)(out, mask, detail::dense(x),
+                                                           kernels::DropoutDraw{p, seed, offset});
   return record("dropout", {x}, out, [mask, p](BackwardContext&, const Tensor& g) -> detail::Grads {
     return {dropout_backward(g, mask, p)};
   });

@@ -20,7 +20,7 @@ Tensor relu_dropout(const Tensor& x, double p, bool train, Generator& gen, Where
   Tensor out = Tensor::empty(x.shape(), {x.dtype(), x.device()});
   Tensor mask = Tensor::empty({kernels::dropout_mask_words(x.numel())}, {DType::i32, x.device()});
   Tensor xd = detail::dense(x);
-  detail::kernel_for<kernels::DropoutKernel>("relu_dropout", x)(out, mask, xd, p, seed, offset);
+  detail::kernel_for<kernels::DropoutKernel>("relu_dropout", x)(out, mask, xd, kernels::DropoutDraw{p, seed, offset});
   return record("relu_dropout", {x}, out, [xd, mask, p](BackwardContext&, const Tensor& g) -> detail::Grads {
     return {relu_dropout_backward(xd, g, mask, p)};
   });

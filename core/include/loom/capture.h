@@ -6,9 +6,10 @@
 // What capturing asks of the work (nothing runs while it is captured):
 // - no copy to or from the host and no wait for the device: a value read back would
 //   not exist yet. Kernels that would wait to report bad input (index checks) skip
-//   that check while capturing. The stand-in device captures to check exactly this: it
-//   runs the work, refusing every copy between the host and itself, and cannot replay;
-//   so a CPU test finds what would break a GPU's capture.
+//   that check while capturing. The stand-in device captures too (it records each
+//   kernel call, fill and copy with its arguments and replays them) and refuses every
+//   copy between the host and itself: a CPU test finds what would break a GPU's
+//   capture, and checks replays against eager steps.
 // - fixed addresses: a replay reads and writes exactly the memory the capture used.
 //   What the work allocates comes from a private pool kept for the captured work
 //   (Allocator::begin_pool), and the tensors it leaves behind (a loss, gradients)
@@ -32,8 +33,7 @@ class CapturedWork {
   // Queues the captured work again on its device's stream (no wait), its random ops
   // drawing from random_offset on.
   virtual void replay(uint64_t random_offset) = 0;
-  // The operations (kernels, copies, fills) one replay runs, in one launch (0 where
-  // the device does not count them: the stand-in).
+  // The operations (kernels, copies, fills) one replay runs (a CUDA graph: in one launch).
   virtual size_t operations() const = 0;
 };
 

@@ -10,6 +10,8 @@
 // A kernel is a plain function pointer whose signature the op declares
 // (ops/include/loom/ops/kernel_signatures.h); the table checks it on lookup.
 // LOOM_KERNELS=reference (or KernelModeGuard) picks the reference kernels.
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -51,6 +53,33 @@ class KernelScope {
   static bool active();
 };
 
+// Recording kernel calls for a replay: the stand-in device's captured work
+// (loom/capture.h) keeps each outermost call a captured step makes as a closure over
+// copies of its arguments (the same tensors, so the same memory, as a CUDA graph) and
+// calls them again, in order, at each replay. A random kernel's draw is moved by the
+// replay's offset: rebase_random, overloaded beside the argument types that carry a
+// Philox offset (kernels::DropoutDraw, kernels::AttentionArgs), found by ADL.
+template <typename T>
+const T& rebase_random(const T& argument, uint64_t) {
+  return argument;
+}
+namespace detail {
+using RecordedCall = std::function<void(uint64_t random_offset)>;
+// The recorder of this thread's calls, or null (the usual case: nothing recorded).
+// Calls made inside a kernel are its own: the recorder is off while one runs.
+std::vector<RecordedCall>*& call_recorder();
+class RecordingPause {
+ public:
+  RecordingPause() : saved_(call_recorder()) { call_recorder() = nullptr; }
+  ~RecordingPause() { call_recorder() = saved_; }
+  RecordingPause(const RecordingPause&) = delete;
+  RecordingPause& operator=(const RecordingPause&) = delete;
+
+ private:
+  std::vector<RecordedCall>* saved_;
+};
+}  // namespace detail
+
 namespace detail {
 using ErasedKernel = void (*)();
 struct KernelEntry {
@@ -73,7 +102,14 @@ class Kernel {
  public:
   Kernel(Fn fn, std::string_view op) : fn_(fn), op_(op) {}
   template <typename... Args>
-  decltype(auto) operator()(Args&&... args) const {
+  std::invoke_result_t<Fn, Args...> operator()(Args&&... args) const {
+    if constexpr (std::is_void_v<std::invoke_result_t<Fn, Args...>>) {
+      if (std::vector<detail::RecordedCall>* recorder = detail::call_recorder())
+        recorder->push_back([kernel = *this, ... copies = std::decay_t<Args>(args)](uint64_t random_offset) {
+          kernel(rebase_random(copies, random_offset)...);
+        });
+    }
+    detail::RecordingPause pause;
     detail::check_interrupt();  // a relaxed load: request_interrupt() stops a long run between kernels
     KernelScope scope;
     detail::KernelTimer timer(op_);

@@ -50,6 +50,10 @@ struct AttentionArgs {
   double scale = 1, dropout_p = 0;
   uint64_t seed = 0, offset = 0;
 };
+inline AttentionArgs rebase_random(AttentionArgs args, uint64_t offset) {
+  args.offset += offset;
+  return args;
+}
 // out [B, Tq, Dv] and lse [B, Tq] (each row's log-sum-exp of its scores, -inf where
 // every key is masked; that row's out is 0).
 using AttentionKernel = void (*)(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
@@ -114,10 +118,20 @@ using CrossEntropyBackwardKernel = void (*)(const Tensor& out, const Tensor& log
 // Dropout's keep mask: bit i % 32 of int32 word i / 32 for element i.
 inline constexpr int64_t kDropoutMaskBits = 32;
 inline int64_t dropout_mask_words(int64_t elements) { return (elements + kDropoutMaskBits - 1) / kDropoutMaskBits; }
+// One random op's draw: its probability and where in the Philox stream it draws.
+struct DropoutDraw {
+  double p;
+  uint64_t seed, offset;
+};
+// A replay of recorded calls (the stand-in's captured work, loom/kernel_table.h) draws
+// from its own offset on: each draw moved by it.
+inline DropoutDraw rebase_random(DropoutDraw draw, uint64_t offset) {
+  draw.offset += offset;
+  return draw;
+}
 // out = keep * x / (1 - p), keep_i = (uniform_i >= p) from Philox(seed, offset) at
 // element i; mask gets the keep bits (dropout_mask_words(x's numel) words).
-using DropoutKernel = void (*)(const Tensor& out, const Tensor& mask, const Tensor& x, double p, uint64_t seed,
-                               uint64_t offset);
+using DropoutKernel = void (*)(const Tensor& out, const Tensor& mask, const Tensor& x, DropoutDraw draw);
 // out = keep * grad / (1 - p), keep read from mask.
 using DropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, const Tensor& mask, double p);
 // relu_dropout's kernels: DropoutKernel's with max(x, 0) in place of x, and
@@ -127,10 +141,6 @@ using ReluDropoutBackwardKernel = void (*)(const Tensor& out, const Tensor& x, c
 // dropout_add_layer_norm (ops/cpu/dropout_add_layer_norm.cpp): h = x + dropout(s) with
 // dropout's draws (its keep bits to mask), then out = layer_norm(h, weight, bias, eps)
 // with each row's (mean, rstd) to stats; h is kept for the backward. All dense.
-struct DropoutDraw {
-  double p;
-  uint64_t seed, offset;
-};
 using DropoutAddLayerNormKernel = void (*)(const Tensor& out, const Tensor& h, const Tensor& stats, const Tensor& mask,
                                            const Tensor& x, const Tensor& s, const Tensor& weight, const Tensor& bias,
                                            DropoutDraw draw, double eps);
