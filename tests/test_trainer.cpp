@@ -250,8 +250,8 @@ TEST_CASE("TrainerOptions: one row per option, saved and read back by key, each 
     CHECK(std::string(f.flag).starts_with("--"));
     CHECK(std::string(f.help).size() > 5);
   }
-  // Every option but where the run happens (device, comm) has a row: 23 of them.
-  CHECK(fields.size() == 23);
+  // Every option but where the run happens (device, comm) has a row: 25 of them.
+  CHECK(fields.size() == 25);
   // Saved and read back: every field, whatever its type.
   TrainerOptions o = small_run();
   o.reduce = MicroBatchSum::fast;
@@ -289,7 +289,64 @@ TEST_CASE("TrainerOptions: one row per option, saved and read back by key, each 
         "train: --bucket-mb must be at least 1e-06 and at most 1000000, got 0");
   CHECK(refused([](TrainerOptions& b) { b.max_tokens = 12; }) ==
         "train: --max-tokens 12 must exceed --max-len 12 (a batch holds a sentence)");
+  CHECK(refused([](TrainerOptions& b) { b.pad_to = 0; }) ==
+        "train: --pad-to must be at least 1 and at most 1024, got 0");
   CHECK(refused([](TrainerOptions&) {}) == "(no error)");
+}
+
+// --cuda-graphs on the stand-in device (loom/capture.h: it records a capture's calls and
+// replays them): each batch shape's micro-batches captured once and replayed make the
+// eager run's updates bit for bit, accumulation and clipping included, with the same
+// --pad-to (its padding changes the work, not the loss: within float32 rounding).
+TEST_CASE("--cuda-graphs: captured and replayed steps train as eager ones, bit for bit (stand-in device)") {
+  enable_standin_device();
+  const auto train = copy_pairs(48, 1), val = copy_pairs(8, 2);
+  TrainerOptions o = small_run();
+  o.device = Device::standin(0);
+  o.pad_to = 8;
+  o.accum = 2;
+  o.clip = 1.0;
+  o.max_steps = 6;
+  auto run = [&](bool graphs, int64_t pad_to, double dropout, const std::string& name) {
+    TrainerOptions options = o;
+    options.cuda_graphs = graphs;
+    options.pad_to = pad_to;
+    TransformerConfig config = tiny_config();
+    config.dropout = dropout;
+    Trainer t(config, options, train, val, run_folder(name));
+    Record r;
+    std::vector<std::string> messages;
+    TrainerHooks hooks = recording(r);
+    hooks.message = [&](const std::string& m) { messages.push_back(m); };
+    CHECK(t.run(hooks));
+    for (const std::string& m : messages) CHECK_MESSAGE(m.find("--cuda-graphs") == std::string::npos, m);
+    if (graphs) {  // 12 micro-batches in a few shapes: each captured once, then replayed
+      CHECK(t.captured_shapes() >= 1);
+      CHECK(t.captured_shapes() < 12);
+    } else {
+      CHECK(t.captured_shapes() == 0);
+    }
+    std::vector<std::vector<float>> params;
+    for (const Tensor& p : t.model().parameters()) params.push_back(p.detach().to(kCPU).to_vector<float>());
+    return std::pair{r.losses, params};
+  };
+  const double dropout = tiny_config().dropout;
+  REQUIRE(dropout > 0);
+  const auto eager = run(false, 8, dropout, "graphs_eager"), replayed = run(true, 8, dropout, "graphs_replayed");
+  REQUIRE(eager.first.size() == 6);
+  CHECK(eager.first == replayed.first);
+  CHECK(eager.second == replayed.second);
+  // Padding changes the work (and so dropout's masks, drawn by element), not the loss.
+  const auto unpadded = run(false, 1, 0.0, "graphs_unpadded"), padded = run(false, 8, 0.0, "graphs_padded");
+  for (size_t i = 0; i < unpadded.first.size(); ++i)
+    CHECK(std::abs(unpadded.first[i] - padded.first[i]) <= 1e-5 * std::abs(unpadded.first[i]));
+  // Where it cannot run, said at once.
+  TrainerOptions on_cpu = o;
+  on_cpu.device = kCPU;
+  on_cpu.cuda_graphs = true;
+  CHECK(error_of([&] {
+          Trainer(tiny_config(), on_cpu, train, val, run_folder("graphs_cpu"));
+        }).find("--cuda-graphs needs a GPU") != std::string::npos);
 }
 
 TEST_CASE("the corpus fingerprint keeps its constants: saved training states compare against it") {

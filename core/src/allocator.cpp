@@ -84,12 +84,15 @@ void CachingAllocator::deallocate(void* ptr, size_t bytes) {
   if (!active_pool_ && stats_.bytes_cached > std::max(2 * stats_.peak_bytes_in_use, kMinCacheLimit)) release_cached();
 }
 
-uint64_t Allocator::begin_pool() { fail("allocator: this device's allocator has no private pools (captured work)"); }
+uint64_t Allocator::begin_pool(uint64_t) {
+  fail("allocator: this device's allocator has no private pools (captured work)");
+}
 
-uint64_t CachingAllocator::begin_pool() {
+uint64_t CachingAllocator::begin_pool(uint64_t id) {
   std::lock_guard lock(mutex_);
   LOOM_CHECK(!active_pool_, "allocator: a private pool is already active (one capture at a time)");
-  active_pool_ = next_pool_++;
+  LOOM_CHECK(id == 0 || pools_.count(id), "allocator: private pool {} does not exist (released?)", id);
+  active_pool_ = id ? id : next_pool_++;
   pools_[active_pool_];
   return active_pool_;
 }

@@ -11,11 +11,16 @@ namespace {
 thread_local std::optional<Device> t_capturing;  // the device this thread captures on
 }  // namespace
 
-std::unique_ptr<CapturedWork> Backend::capture(int, const std::function<void()>&) {
+std::unique_ptr<CapturedWork> Backend::capture(int, const std::function<void()>&, uint64_t&) {
   fail("capture: this device cannot capture work for replay");
 }
 
-std::unique_ptr<CapturedWork> capture(Device device, const std::function<void()>& work) {
+CapturePool::~CapturePool() {
+  if (id_) allocator(device_).release_pool(id_);
+}
+
+std::unique_ptr<CapturedWork> capture(Device device, const std::function<void()>& work,
+                                      std::shared_ptr<CapturePool> pool) {
   LOOM_CHECK(!t_capturing, "capture: this thread is already capturing on {}", *t_capturing);
   LOOM_CHECK(device.type != DeviceType::cpu,
              "capture: {} runs work as it is issued: capturing and replaying it (CUDA graphs) needs a GPU", device);
@@ -24,7 +29,11 @@ std::unique_ptr<CapturedWork> capture(Device device, const std::function<void()>
     explicit Capturing(Device d) { t_capturing = d; }
     ~Capturing() { t_capturing.reset(); }
   } scope(device);
-  return b.capture(device.index, work);
+  if (!pool) pool = std::make_shared<CapturePool>(device);
+  LOOM_CHECK(pool->device() == device, "capture: a pool of {} for work on {}", pool->device(), device);
+  std::unique_ptr<CapturedWork> captured = b.capture(device.index, work, pool->id());
+  captured->keep(std::move(pool));
+  return captured;
 }
 
 bool capturing(Device device) { return t_capturing && *t_capturing == device; }

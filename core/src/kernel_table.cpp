@@ -40,6 +40,10 @@ std::vector<detail::RecordedCall>*& detail::call_recorder() {
   return recorder;
 }
 
+void detail::refuse_recording(std::string_view op) {
+  fail("capture: {} returns a value to the host, which captured work cannot wait for", op);
+}
+
 KernelScope::KernelScope() { g_kernel_depth.fetch_add(1, std::memory_order_relaxed); }
 KernelScope::~KernelScope() { g_kernel_depth.fetch_sub(1, std::memory_order_relaxed); }
 bool KernelScope::active() { return g_kernel_depth.load(std::memory_order_relaxed) > 0; }

@@ -11,30 +11,23 @@ namespace loom {
 
 namespace {
 // The stand-in's capture (loom/capture.h), a CUDA graph's semantics on host memory: the
-// work runs once (its kernels ran as issued) while every outermost kernel call, fill
-// and copy it makes is recorded with its arguments (loom/kernel_table.h), the same
-// tensors and so the same memory; a replay calls them again in order, its random
-// draws moved by the replay's offset. Allocations come from a private pool, and a copy
+// work's host code runs once while every outermost kernel call, fill and copy it makes
+// is recorded, not run, with its arguments (loom/kernel_table.h), the same tensors and
+// so the same memory; a replay calls them in order, its random draws moved by the
+// replay's offset. Allocations come from a private pool, and a copy
 // between the host and the stand-in is refused, as a GPU's capture would fail there:
 // a CPU test finds what would break a capture, and a captured step's replays can be
 // checked against eager steps bit for bit.
 class RecordedWork final : public CapturedWork {
  public:
-  RecordedWork(std::vector<detail::RecordedCall> calls, Allocator& allocator, uint64_t pool)
-      : calls_(std::move(calls)), allocator_(allocator), pool_(pool) {}
-  ~RecordedWork() override {
-    calls_.clear();  // their tensors back to the pool first
-    allocator_.release_pool(pool_);
-  }
+  explicit RecordedWork(std::vector<detail::RecordedCall> calls) : calls_(std::move(calls)) {}
   void replay(uint64_t random_offset) override {
     for (const detail::RecordedCall& call : calls_) call(random_offset);
   }
   size_t operations() const override { return calls_.size(); }
 
  private:
-  std::vector<detail::RecordedCall> calls_;
-  Allocator& allocator_;
-  uint64_t pool_;
+  std::vector<detail::RecordedCall> calls_;  // (their tensors go back to the pool before it is released)
 };
 
 class StandinBackend final : public HostBackend {
@@ -49,22 +42,22 @@ class StandinBackend final : public HostBackend {
                "read from or write to the host (a GPU's capture fails there, or replays a stale value)",
                bytes, src_device, dst_device, standin);
     if (auto* recorder = detail::call_recorder())
-      recorder->push_back([=, this](uint64_t) { HostBackend::copy(dst, dst_device, src, src_device, bytes); });
+      return recorder->push_back([=, this](uint64_t) { HostBackend::copy(dst, dst_device, src, src_device, bytes); });
     HostBackend::copy(dst, dst_device, src, src_device, bytes);
   }
 
   void fill(void* dst, Device device, const void* value, size_t element_bytes, size_t count) override {
     if (auto* recorder = detail::call_recorder()) {
       const auto* first = static_cast<const unsigned char*>(value);
-      recorder->push_back([=, this, bytes = std::vector<unsigned char>(first, first + element_bytes)](uint64_t) {
+      return recorder->push_back([=, this, bytes = std::vector<unsigned char>(first, first + element_bytes)](uint64_t) {
         HostBackend::fill(dst, device, bytes.data(), element_bytes, count);
       });
     }
     HostBackend::fill(dst, device, value, element_bytes, count);
   }
 
-  std::unique_ptr<CapturedWork> capture(int, const std::function<void()>& work) override {
-    const uint64_t pool = allocator_.begin_pool();
+  std::unique_ptr<CapturedWork> capture(int, const std::function<void()>& work, uint64_t& pool) override {
+    pool = allocator_.begin_pool(pool);
     std::vector<detail::RecordedCall> calls;
     detail::call_recorder() = &calls;
     try {
@@ -73,12 +66,11 @@ class StandinBackend final : public HostBackend {
       detail::call_recorder() = nullptr;
       calls.clear();
       allocator_.end_pool();
-      allocator_.release_pool(pool);
       throw;
     }
     detail::call_recorder() = nullptr;
     allocator_.end_pool();
-    return std::make_unique<RecordedWork>(std::move(calls), allocator_, pool);
+    return std::make_unique<RecordedWork>(std::move(calls));
   }
 
  private:

@@ -62,21 +62,18 @@ class DeviceAllocator final : public CachingAllocator {
 // until it is destroyed.
 class CudaGraph final : public CapturedWork {
  public:
-  CudaGraph(int device, cudaGraph_t graph, Allocator& allocator, uint64_t pool)
-      : device_(device), graph_(graph), allocator_(allocator), pool_(pool) {
+  CudaGraph(int device, cudaGraph_t graph) : device_(device), graph_(graph) {
     LOOM_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes_));
     const cudaError_t status = cudaGraphInstantiate(&exec_, graph_, 0);
     if (status != cudaSuccess) {
       cudaGraphDestroy(graph_);
-      allocator_.release_pool(pool_);
       fail_cuda(status, "cudaGraphInstantiate(&exec, graph, 0)");
     }
   }
   ~CudaGraph() override {
     DeviceGuard guard(device_);
     cudaGraphExecDestroy(exec_);
-    cudaGraphDestroy(graph_);
-    allocator_.release_pool(pool_);  // stream order: later work reuses the blocks after the last replay
+    cudaGraphDestroy(graph_);  // then its pool (stream order: later work reuses the blocks after the last replay)
   }
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
@@ -92,14 +89,12 @@ class CudaGraph final : public CapturedWork {
   int device_;
   cudaGraph_t graph_;
   cudaGraphExec_t exec_ = nullptr;
-  Allocator& allocator_;
-  uint64_t pool_;
   size_t nodes_ = 0;
 };
 
 class CudaBackend final : public Backend {
  public:
-  std::unique_ptr<CapturedWork> capture(int device_index, const std::function<void()>& work) override {
+  std::unique_ptr<CapturedWork> capture(int device_index, const std::function<void()>& work, uint64_t& pool) override {
     DeviceGuard guard(device_index);
     const cudaStream_t s = stream(device_index);
     // What is created on first use is created now: no cudaMalloc or handle inside the capture
@@ -109,7 +104,7 @@ class CudaBackend final : public Backend {
     lt_workspace(device_index);
     set_captured_random_base(device_index, 0);
     Allocator& pool_owner = allocator(device_index);
-    const uint64_t pool = pool_owner.begin_pool();
+    pool = pool_owner.begin_pool(pool);
     // Thread-local mode: this thread may not call what is unsafe while capturing
     // (a synchronize, a copy to the host), and other threads are left alone.
     LOOM_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -121,19 +116,17 @@ class CudaBackend final : public Backend {
       if (graph) cudaGraphDestroy(graph);
       cudaGetLastError();
       pool_owner.end_pool();
-      pool_owner.release_pool(pool);
       throw;
     }
     const cudaError_t ended = cudaStreamEndCapture(s, &graph);
     pool_owner.end_pool();
     if (ended != cudaSuccess) {
-      pool_owner.release_pool(pool);
       fail(
           "capture: cudaStreamEndCapture failed: {} ({}): the captured work waited for the device, copied to or "
           "from the host, or used another stream",
           cudaGetErrorString(ended), cudaGetErrorName(ended));
     }
-    return std::make_unique<CudaGraph>(device_index, graph, pool_owner, pool);
+    return std::make_unique<CudaGraph>(device_index, graph);
   }
 
   Allocator& allocator(int device_index) override {

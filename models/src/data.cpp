@@ -386,6 +386,21 @@ Batch make_batch(const PairSource& pairs, std::span<const uint32_t> group) {
   return batch;
 }
 
+Batch padded_to(const Batch& b, int64_t multiple) {
+  LOOM_CHECK(multiple >= 1, "padded_to: the multiple must be at least 1, got {}", multiple);
+  if (multiple == 1) return b;
+  auto up = [multiple](int64_t n) { return (n + multiple - 1) / multiple * multiple; };
+  const int64_t rows = up(b.src.shape()[0]);
+  auto grow = [&](const Tensor& t) {
+    const int64_t old_rows = t.shape()[0], old_cols = t.shape()[1], cols = up(old_cols);
+    const std::vector<int64_t> ids = t.to_vector<int64_t>();
+    std::vector<int64_t> out(static_cast<size_t>(rows * cols), Vocabulary::kPad);
+    for (int64_t r = 0; r < old_rows; ++r) std::copy_n(ids.begin() + r * old_cols, old_cols, out.begin() + r * cols);
+    return from_vector(out, {rows, cols}, {DType::i64});
+  };
+  return {grow(b.src), grow(b.tgt_in), grow(b.tgt_out), b.src_tokens, b.tgt_tokens};
+}
+
 int64_t count_batches(const std::vector<EncodedPair>& pairs, int64_t max_tokens, int64_t max_len) {
   const PairsInMemory source(pairs);
   return count_batches(source.lengths(), corpus_order(pairs.size()), max_tokens, max_len);

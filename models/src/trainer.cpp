@@ -13,6 +13,7 @@
 #include "loom/dist/tree_sum.h"
 #include "loom/error.h"
 #include "loom/nn.h"
+#include "step_graphs.h"
 #include "trainer_files.h"
 #include "loom/ops.h"
 
@@ -111,20 +112,34 @@ Trainer::Trainer(Restored, TransformerConfig config, TrainerOptions options, std
   for (size_t k : owned_) owned.push_back(params_[k]);
   adam_ = std::make_unique<optim::Adam>(owned, optim::AdamOptions{.lr = 0, .betas = {0.9, 0.98}, .eps = 1e-9});
   noam_ = std::make_unique<optim::Noam>(*adam_, config_.d_model, options_.warmup, options_.lr_factor);
+  if (options_.cuda_graphs) {
+    LOOM_CHECK(!data_parallel(),
+               "train: --cuda-graphs runs one process (data-parallel ranks sum gradients while backward runs, which "
+               "is not captured)");
+    LOOM_CHECK(!options_.device.is_cpu(),
+               "train: --cuda-graphs needs a GPU (--device cuda): the CPU runs each op "
+               "as it is issued");
+    graphs_ = std::make_unique<StepGraphs>(*model_, params_, gen_, options_.label_smoothing, config_.pad_id,
+                                           [this](const std::string& news) { graphs_news_ = news; });
+  }
   val_batches_ = make_batches(val_, options_.max_tokens, options_.max_len, shuffle_);
   epoch_shuffle_offset_ = shuffle_.offset();
   last_saved_ = fmt::format("nothing was saved in '{}'", out_);
   last_save_time_ = std::chrono::steady_clock::now();
 }
 
-// Batches are made on the CPU; the model reads them where it lives.
+Trainer::~Trainer() = default;
+
+size_t Trainer::captured_shapes() const { return graphs_ ? graphs_->captured_shapes() : 0; }
+
+// Batches are made on the CPU (padded there: --pad-to); the model reads them where it lives.
 static Batch on_device(const Batch& b, Device device) {
   if (b.src.device() == device) return b;
   return {b.src.to(device), b.tgt_in.to(device), b.tgt_out.to(device), b.src_tokens, b.tgt_tokens};
 }
 
 Tensor Trainer::batch_loss(const Batch& host_batch) {
-  const Batch b = on_device(host_batch, options_.device);
+  const Batch b = on_device(padded_to(host_batch, options_.pad_to), options_.device);
   return label_smoothed_cross_entropy(model_->forward(b.src, b.tgt_in), b.tgt_out, options_.label_smoothing,
                                       config_.pad_id);
 }
@@ -135,6 +150,14 @@ double Trainer::accumulate_gradients(const std::vector<Batch>& batches, int64_t 
   double total_tokens = 0;
   for (const Batch& b : batches) total_tokens += static_cast<double>(b.tgt_tokens);
   LOOM_CHECK(total_tokens > 0, "train: an update of {} batches has no target tokens", batches.size());
+  if (graphs_) {  // the same arithmetic, captured once per shape and replayed
+    graphs_->begin_update();
+    for (const Batch& b : batches)
+      graphs_->add_micro_batch(padded_to(b, options_.pad_to), static_cast<double>(b.tgt_tokens) / total_tokens);
+    const double value = graphs_->finish_update();
+    if (!std::isfinite(value)) diverged("the training loss", step, value);
+    return value / total_tokens;
+  }
   Tensor loss_sum;  // sum of loss x tokens, float64 where the model is: no wait for the device per micro-batch
   for (const Batch& b : batches) {
     // Each loss is a mean over its own target tokens: weighted by its share of
@@ -296,6 +319,8 @@ StepReport Trainer::take_step(const std::vector<Batch>& update, const TrainerHoo
   r.log = r.step % options_.log_every == 0;
   zero_grad();
   r.loss = accumulate_gradients(update, r.step);
+  if (!graphs_news_.empty() && hooks.message) hooks.message(graphs_news_);
+  graphs_news_.clear();
   if (hooks.gradients_ready) hooks.gradients_ready(r.step);
   if (options_.clip > 0)
     r.grad_norm = optim::clip_grad_norm(params_, options_.clip);

@@ -38,10 +38,12 @@ class Allocator {
   // Private pools, for captured work (loom/capture.h): between begin_pool() and
   // end_pool() every block comes from, and goes back to, a pool of its own, never the
   // shared free lists, so a replay, which writes the blocks the capture used, reaches no
-  // other tensor. release_pool(id), once the captured work is gone: the pool's free
+  // other tensor. begin_pool(id) takes up pool id again (works captured one after the
+  // other sharing their temporaries' memory); begin_pool(0) starts a new one. Its id
+  // is returned. release_pool(id), once the captured work is gone: the pool's free
   // blocks join the shared cache, and so do its blocks still in use when they are freed.
   // An allocator without pools refuses (the default).
-  virtual uint64_t begin_pool();
+  virtual uint64_t begin_pool(uint64_t id = 0);
   virtual void end_pool() {}
   virtual void release_pool(uint64_t) {}
 };
@@ -61,7 +63,7 @@ class CachingAllocator : public Allocator {
   AllocatorStats stats() const override;
   void reset_peak() override;
   void empty_cache() override;
-  uint64_t begin_pool() override;
+  uint64_t begin_pool(uint64_t id = 0) override;
   void end_pool() override;
   void release_pool(uint64_t id) override;
 

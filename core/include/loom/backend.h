@@ -38,9 +38,10 @@ class Backend {
   // Whether host code may read and write this device's memory directly. When
   // not, Storage::data() refuses outside a running kernel (KernelScope).
   virtual bool host_accessible() const = 0;
-  // Captures what `work` issues on the device for replay (loom/capture.h); the
+  // Captures what `work` issues on the device for replay (loom/capture.h), its
+  // allocations in the allocator's pool `pool` (0: a new one, whose id it sets); the
   // default: this device cannot.
-  virtual std::unique_ptr<CapturedWork> capture(int device_index, const std::function<void()>& work);
+  virtual std::unique_ptr<CapturedWork> capture(int device_index, const std::function<void()>& work, uint64_t& pool);
 };
 
 Backend& backend(DeviceType type);  // throws loom::Error if none is registered

@@ -22,10 +22,30 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "loom/device.h"
 
 namespace loom {
+
+// The memory captured work allocates from (the device allocator's private pool),
+// given back when the last work captured into it is gone. Works captured into one pool
+// share the memory of their temporaries: replay them one at a time on the device's
+// stream, and read what one leaves in the pool's memory before another is replayed.
+// capture() without a pool gives the work one of its own.
+class CapturePool {
+ public:
+  explicit CapturePool(Device device) : device_(device) {}
+  ~CapturePool();
+  CapturePool(const CapturePool&) = delete;
+  CapturePool& operator=(const CapturePool&) = delete;
+  Device device() const { return device_; }
+  uint64_t& id() { return id_; }  // the allocator's pool (0 until a capture made it)
+
+ private:
+  Device device_;
+  uint64_t id_ = 0;
+};
 
 class CapturedWork {
  public:
@@ -35,11 +55,17 @@ class CapturedWork {
   virtual void replay(uint64_t random_offset) = 0;
   // The operations (kernels, copies, fills) one replay runs (a CUDA graph: in one launch).
   virtual size_t operations() const = 0;
+  // The pool its memory is in, kept while it lives (set by capture()).
+  void keep(std::shared_ptr<CapturePool> pool) { pool_ = std::move(pool); }
+
+ private:
+  std::shared_ptr<CapturePool> pool_;
 };
 
 // Runs `work` once under capture on `device` and returns it ready to replay. An Error
 // names the device where it cannot capture (the CPU) and what broke a capture.
-std::unique_ptr<CapturedWork> capture(Device device, const std::function<void()>& work);
+std::unique_ptr<CapturedWork> capture(Device device, const std::function<void()>& work,
+                                      std::shared_ptr<CapturePool> pool = nullptr);
 // Whether this thread is capturing work on `device` now.
 bool capturing(Device device);
 

@@ -55,8 +55,8 @@ class KernelScope {
 
 // Recording kernel calls for a replay: the stand-in device's captured work
 // (loom/capture.h) keeps each outermost call a captured step makes as a closure over
-// copies of its arguments (the same tensors, so the same memory, as a CUDA graph) and
-// calls them again, in order, at each replay. A random kernel's draw is moved by the
+// copies of its arguments (the same tensors, so the same memory, as a CUDA graph),
+// without running it, and calls them, in order, at each replay. A random kernel's draw is moved by the
 // replay's offset: rebase_random, overloaded beside the argument types that carry a
 // Philox offset (kernels::DropoutDraw, kernels::AttentionArgs), found by ADL.
 template <typename T>
@@ -68,6 +68,8 @@ using RecordedCall = std::function<void(uint64_t random_offset)>;
 // The recorder of this thread's calls, or null (the usual case: nothing recorded).
 // Calls made inside a kernel are its own: the recorder is off while one runs.
 std::vector<RecordedCall>*& call_recorder();
+// A kernel that returns a value to the host cannot be recorded: an Error naming it.
+[[noreturn]] void refuse_recording(std::string_view op);
 class RecordingPause {
  public:
   RecordingPause() : saved_(call_recorder()) { call_recorder() = nullptr; }
@@ -103,11 +105,16 @@ class Kernel {
   Kernel(Fn fn, std::string_view op) : fn_(fn), op_(op) {}
   template <typename... Args>
   std::invoke_result_t<Fn, Args...> operator()(Args&&... args) const {
+    // Recorded, not run: as on a GPU, nothing runs while work is captured.
     if constexpr (std::is_void_v<std::invoke_result_t<Fn, Args...>>) {
-      if (std::vector<detail::RecordedCall>* recorder = detail::call_recorder())
+      if (std::vector<detail::RecordedCall>* recorder = detail::call_recorder()) {
         recorder->push_back([kernel = *this, ... copies = std::decay_t<Args>(args)](uint64_t random_offset) {
           kernel(rebase_random(copies, random_offset)...);
         });
+        return;
+      }
+    } else {
+      if (detail::call_recorder()) detail::refuse_recording(op_);
     }
     detail::RecordingPause pause;
     detail::check_interrupt();  // a relaxed load: request_interrupt() stops a long run between kernels

@@ -206,6 +206,10 @@ BatchPlan plan_batches(std::span<const PairLength> lengths, std::vector<uint32_t
 int64_t count_batches(std::span<const PairLength> lengths, std::vector<uint32_t> candidates, int64_t max_tokens,
                       int64_t max_len);
 Batch make_batch(const PairSource& pairs, std::span<const uint32_t> group);
+// b with its sentence count and both lengths rounded up to multiples of `multiple`,
+// the new places padding (empty sentences: no tokens, so the loss is unchanged):
+// batches whose shapes repeat (--pad-to, for CUDA graphs). multiple 1: b itself.
+Batch padded_to(const Batch& b, int64_t multiple);
 // A batch's token counts alone (no tensors): a micro-batch another rank runs.
 Batch count_tokens(std::span<const PairLength> lengths, std::span<const uint32_t> group);
 

@@ -39,6 +39,8 @@
 
 namespace loom::models {
 
+class StepGraphs;  // --cuda-graphs (models/src/step_graphs.h)
+
 // The Trainer's options. Each member's initializer is its default; its flag, help,
 // range and what a resume or the ranks do with it are its row in fields().
 struct TrainerOptions {
@@ -52,6 +54,7 @@ struct TrainerOptions {
   double clip = 0;
   uint64_t seed = 1;  // initialization and dropout (one stream), batch order (another)
   bool regroup_batches = false;
+  int64_t pad_to = 1;  // batch shapes rounded up to multiples of this (1: as made)
   // What may change when a run is resumed.
   MicroBatchSum reduce = MicroBatchSum::automatic;
   int64_t epochs = 10, max_steps = 0;
@@ -66,6 +69,7 @@ struct TrainerOptions {
   bool shard_optimizer = false;  // ZeRO stage 1: the same bits as unsharded, less memory
   double bucket_mb = 25;         // neither this nor overlap changes the bits
   bool overlap = true;
+  bool cuda_graphs = false;  // each batch shape's forward and backward captured once, then replayed
   // Not options of a run: where it happens.
   Device device = kCPU;  // where the model, its gradients and Adam's moments live
   // The ranks of a data-parallel run (null: this process alone). With N ranks an
@@ -134,6 +138,7 @@ class Trainer {
   Trainer(TransformerConfig config, TrainerOptions options, std::vector<EncodedPair> train,
           std::vector<EncodedPair> val, std::string out, std::map<std::string, std::string> metadata = {},
           std::map<std::string, std::string> extra_state = {});
+  ~Trainer();
   // Continues the run whose state is <out>/training_state.safetensors, with the
   // same training pairs (checked: a different corpus is an error naming the
   // counts). `changes`, if given, edits the saved options before the run is
@@ -181,6 +186,8 @@ class Trainer {
   const std::map<std::string, std::string>& extra_state() const { return extra_state_; }
   int64_t val_pairs() const { return static_cast<int64_t>(val_.size()); }
   int64_t train_pairs() const { return fitting_count_; }  // those within max_len
+  // --cuda-graphs: the batch shapes captured so far (0 without it, or after a failed capture).
+  size_t captured_shapes() const;
   // Bytes of Adam's moments: this rank's, and all ranks' (equal unless sharded).
   std::pair<int64_t, int64_t> optimizer_state_bytes() const;
 
@@ -256,6 +263,8 @@ class Trainer {
   std::unique_ptr<optim::Adam> adam_;
   std::unique_ptr<optim::Noam> noam_;
   std::vector<Batch> val_batches_;
+  std::unique_ptr<StepGraphs> graphs_;  // --cuda-graphs
+  std::string graphs_news_;             // a capture's fallback, for the message hook
 
   // Where the run is: restored by resume.
   int64_t step_ = 0, epoch_ = 1, batch_in_epoch_ = 0;
