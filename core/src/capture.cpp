@@ -38,4 +38,11 @@ std::unique_ptr<CapturedWork> capture(Device device, const std::function<void()>
 
 bool capturing(Device device) { return t_capturing && *t_capturing == device; }
 
+void check_capturable_copy(Device device, Device src, Device dst, size_t bytes) {
+  LOOM_CHECK(!capturing(device) || (src == device && dst == device),
+             "capture: a copy of {} bytes from {} to {} while capturing work on {}: a captured step may not read from "
+             "or write to the host (a GPU's capture fails there, or a replay copies a stale value)",
+             bytes, src, dst, device);
+}
+
 }  // namespace loom

@@ -36,11 +36,7 @@ class StandinBackend final : public HostBackend {
   bool host_accessible() const override { return false; }
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) override {
-    const Device standin = Device::standin(0);
-    LOOM_CHECK(!capturing(standin) || (dst_device == standin && src_device == standin),
-               "capture: a copy of {} bytes from {} to {} while capturing work on {}: a captured step may not "
-               "read from or write to the host (a GPU's capture fails there, or replays a stale value)",
-               bytes, src_device, dst_device, standin);
+    check_capturable_copy(Device::standin(0), src_device, dst_device, bytes);
     if (auto* recorder = detail::call_recorder())
       return recorder->push_back([=, this](uint64_t) { HostBackend::copy(dst, dst_device, src, src_device, bytes); });
     HostBackend::copy(dst, dst_device, src, src_device, bytes);

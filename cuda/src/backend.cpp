@@ -140,11 +140,7 @@ class CudaBackend final : public Backend {
 
   void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) override {
     if (bytes == 0) return;
-    const Device gpu = dst_device.is_cuda() ? dst_device : src_device;
-    LOOM_CHECK(!capturing(gpu) || (src_device.is_cuda() && dst_device.is_cuda()),
-               "capture: a copy of {} bytes from {} to {} while capturing work on {}: a captured step may not read "
-               "from or write to the host (a replay would copy a stale value)",
-               bytes, src_device, dst_device, gpu);
+    check_capturable_copy(dst_device.is_cuda() ? dst_device : src_device, src_device, dst_device, bytes);
     if (src_device.is_cuda() && dst_device.is_cuda() && src_device.index != dst_device.index) {
       // Between two GPUs: the source's pending work first, then a peer copy.
       synchronize(src_device.index);

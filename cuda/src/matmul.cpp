@@ -48,6 +48,13 @@ BlasOperand blas_operand(const Tensor& t, int64_t rows, int64_t cols, cudaStream
 }
 
 GemmOperand gemm_operand(const BlasOperand& o) { return {o.tensor.raw_data(), o.op, o.ld}; }
+// A cuBLASLt product of T operands (float or bfloat16) into `result`.
+template <typename T>
+GemmTypes gemm_types(DType result) {
+  return {.operands = std::is_same_v<T, bfloat16> ? CUDA_R_16BF : CUDA_R_32F,
+          .result = result == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F,
+          .tf32 = std::is_same_v<T, float> && tf32_enabled()};
+}
 
 int blas_int(int64_t v, const char* what) {
   LOOM_CHECK(v <= INT_MAX, "matmul: {} = {} exceeds cuBLAS's int range", what, v);
@@ -170,11 +177,8 @@ bool linear_in_one_product(const Tensor& out, const Tensor& x, const Tensor& w_t
   const int64_t m = out.size(0), n = out.size(1), k = x.size(1);
   if (bias.dtype() != out.dtype() || !out.is_contiguous() || m == 0 || n == 0 || k == 0) return false;
   const BlasOperand a = blas_operand<T>(x, m, k, stream), b = blas_operand<T>(w_t, k, n, stream);
-  const GemmTypes types{.operands = std::is_same_v<T, bfloat16> ? CUDA_R_16BF : CUDA_R_32F,
-                        .result = out.dtype() == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F,
-                        .tf32 = std::is_same_v<T, float> && tf32_enabled()};
-  return gemm_epilogue(out.device().index, stream, Epilogue::bias, types, gemm_operand(a), gemm_operand(b),
-                       out.raw_data(), m, n, k, const_cast<void*>(bias.raw_data()));
+  return gemm_epilogue(out.device().index, stream, Epilogue::bias, gemm_types<T>(out.dtype()), gemm_operand(a),
+                       gemm_operand(b), out.raw_data(), m, n, k, const_cast<void*>(bias.raw_data()));
 }
 
 // Where cuBLASLt does not take it (and for float64): cuBLAS's product, then the
@@ -228,11 +232,8 @@ void linear_param_grads(const Tensor& out, const Tensor& g, const Tensor& x) {
   const Tensor g_t = Tensor::make_view(g, {n, rows}, {g.stride(1), g.stride(0)}, g.offset());
   if (!std::is_same_v<T, double> && rows > 0 && n > 0 && k > 0) {
     const BlasOperand a = blas_operand<T>(g_t, n, rows, on.stream()), b = blas_operand<T>(x, rows, k, on.stream());
-    const GemmTypes types{.operands = std::is_same_v<T, bfloat16> ? CUDA_R_16BF : CUDA_R_32F,
-                          .result = std::is_same_v<T, bfloat16> ? CUDA_R_16BF : CUDA_R_32F,
-                          .tf32 = std::is_same_v<T, float> && tf32_enabled()};
-    if (gemm_epilogue(out.device().index, on.stream(), Epilogue::bias_gradient, types, gemm_operand(a), gemm_operand(b),
-                      dw.raw_data(), n, k, rows, db.raw_data()))
+    if (gemm_epilogue(out.device().index, on.stream(), Epilogue::bias_gradient, gemm_types<T>(out.dtype()),
+                      gemm_operand(a), gemm_operand(b), dw.raw_data(), n, k, rows, db.raw_data()))
       return;
   }
   matmul<T>(dw, g_t, x);

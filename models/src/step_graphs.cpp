@@ -65,7 +65,7 @@ void StepGraphs::run_micro_batch(Entry& e) {
 }
 
 StepGraphs::Entry& StepGraphs::entry_for(const Batch& batch) {
-  const Shape3 key{{batch.src.shape()[0], batch.src.shape()[1], batch.tgt_in.shape()[1]}};
+  const Shape3 key{batch.src.shape()[0], batch.src.shape()[1], batch.tgt_in.shape()[1]};
   auto found = entries_.find(key);
   if (found != entries_.end()) return found->second;
   Entry& e = entries_[key];
@@ -86,7 +86,7 @@ StepGraphs::Entry& StepGraphs::entry_for(const Batch& batch) {
     fell_back_ = true;  // one message; later shapes run eagerly without trying
     if (message_)
       message_(fmt::format("--cuda-graphs: capturing a step of shape [{} x {} / {}] failed, so steps run eagerly: {}",
-                           key.sizes[0], key.sizes[1], key.sizes[2], error.what()));
+                           key[0], key[1], key[2], error.what()));
   }
   gen_.set_offset(at);
   return e;

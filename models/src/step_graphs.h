@@ -37,10 +37,7 @@ class StepGraphs {
   size_t captured_shapes() const;
 
  private:
-  struct Shape3 {
-    std::array<int64_t, 3> sizes;  // sentences, source length, target length
-    auto operator<=>(const Shape3&) const = default;
-  };
+  using Shape3 = std::array<int64_t, 3>;  // sentences, source length, target length
   struct Entry {
     Tensor src, tgt_in, tgt_out, share, tokens;  // written before each replay
     std::unique_ptr<CapturedWork> work;          // null: runs eagerly

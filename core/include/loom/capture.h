@@ -68,5 +68,8 @@ std::unique_ptr<CapturedWork> capture(Device device, const std::function<void()>
                                       std::shared_ptr<CapturePool> pool = nullptr);
 // Whether this thread is capturing work on `device` now.
 bool capturing(Device device);
+// A device's Backend::copy calls this first: an Error naming the copy when it reads
+// from or writes to the host while work on `device` is captured.
+void check_capturable_copy(Device device, Device src, Device dst, size_t bytes);
 
 }  // namespace loom

@@ -66,20 +66,10 @@ const T& rebase_random(const T& argument, uint64_t) {
 namespace detail {
 using RecordedCall = std::function<void(uint64_t random_offset)>;
 // The recorder of this thread's calls, or null (the usual case: nothing recorded).
-// Calls made inside a kernel are its own: the recorder is off while one runs.
+// A recorded call does not run, so no call is made inside one while recording.
 std::vector<RecordedCall>*& call_recorder();
 // A kernel that returns a value to the host cannot be recorded: an Error naming it.
 [[noreturn]] void refuse_recording(std::string_view op);
-class RecordingPause {
- public:
-  RecordingPause() : saved_(call_recorder()) { call_recorder() = nullptr; }
-  ~RecordingPause() { call_recorder() = saved_; }
-  RecordingPause(const RecordingPause&) = delete;
-  RecordingPause& operator=(const RecordingPause&) = delete;
-
- private:
-  std::vector<RecordedCall>* saved_;
-};
 }  // namespace detail
 
 namespace detail {
@@ -116,7 +106,6 @@ class Kernel {
     } else {
       if (detail::call_recorder()) detail::refuse_recording(op_);
     }
-    detail::RecordingPause pause;
     detail::check_interrupt();  // a relaxed load: request_interrupt() stops a long run between kernels
     KernelScope scope;
     detail::KernelTimer timer(op_);
